@@ -1,0 +1,69 @@
+"""The converged 3-node cluster: names, the training user, its keys and the SSH mesh, checked on the nodes."""
+
+import json
+
+import pytest
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS
+
+USER = "train"
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_hostname_is_inventory_name(node, name):
+    assert node(name).check_output("hostname") == name
+
+
+@pytest.mark.parametrize("src, dst", PAIRS + [(n, n) for n in CLUSTER])
+def test_every_node_resolves_every_name_to_its_cluster_ip(node, src, dst):
+    assert node(src).check_output("getent hosts %s", dst).split()[0] == HOSTVARS[dst]["cluster_ip"]
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_stale_and_loopback_entries_are_gone(node, name):
+    hosts = node(name).file("/etc/hosts").content_string
+    assert "127.0.1.1" not in hosts
+    assert "10.81.0.99" not in hosts
+    assert hosts.count("# BEGIN trainops.cluster nodes") == 1
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_training_user_is_identical(node, name):
+    user = node(name).user(USER)
+    assert (user.uid, user.gid, user.home, user.shell) == (2000, 2000, "/home/train", "/bin/bash")
+    assert user.password == "*"  # no password can match
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_key_files_and_modes(node, name):
+    host = node(name)
+    ssh = "/home/train/.ssh"
+    expected = {ssh: 0o700, ssh + "/id_ed25519_molecule": 0o600, ssh + "/authorized_keys": 0o600, ssh + "/config": 0o600}
+    for path, mode in expected.items():
+        f = host.file(path)
+        assert (f.user, f.group, f.mode) == (USER, USER, mode), path
+    pub = host.file(ssh + "/id_ed25519_molecule.pub").content_string.strip()
+    assert 'from="10.82.0.0/24" ' + pub in host.file(ssh + "/authorized_keys").content_string
+    assert "StrictHostKeyChecking no" not in host.file(ssh + "/config").content_string
+    assert not host.file("/etc/sudoers.d/trainops-train").exists
+
+
+@pytest.mark.parametrize("src, dst", PAIRS)
+def test_known_hosts_hold_the_real_host_key(node, src, dst):
+    key = node(dst).file("/etc/ssh/ssh_host_ed25519_key.pub").content_string.split()[1]
+    line = "%s,%s ssh-ed25519 %s" % (dst, HOSTVARS[dst]["cluster_ip"], key)
+    assert line in node(src).file("/home/train/.ssh/known_hosts").content_string
+
+
+@pytest.mark.parametrize("via", ["name", "ip"])
+@pytest.mark.parametrize("src, dst", PAIRS)
+def test_user_reaches_every_node_without_password(node, src, dst, via):
+    target = dst if via == "name" else HOSTVARS[dst]["cluster_ip"]
+    # ssh's own exit code 255 would read as a failure of testinfra's connection: report it in the output instead.
+    out = node(src).run("runuser -u %s -- ssh -o BatchMode=yes -o ConnectTimeout=5 %s hostname; echo rc=$?", USER, target)
+    assert out.stdout.split() == [dst, "rc=0"], out.stderr
+
+
+def test_mesh_report_says_ok():
+    report = json.loads((INVENTORY.parent / "reports" / "ssh_mesh.json").read_text())
+    assert report["ok"] and report["failures"] == []
+    assert report["probes"] == len(CLUSTER) * (len(CLUSTER) - 1) * 2

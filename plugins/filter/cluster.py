@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters over the cluster inventory model; documentation lives in the <filter name>.yml files next to this one."""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.cluster.plugins.module_utils import inventory, reachability
+
+
+def cluster_nodes(hostvars, hosts):
+    return inventory.node_records(hostvars, list(hosts))
+
+
+def cluster_inventory_errors(nodes, settings_by_host):
+    return inventory.validate(list(nodes), dict(settings_by_host))
+
+
+def reachability_matrix(results_by_source, nodes, arrow="->"):
+    return reachability.summarize(dict(results_by_source), list(nodes), arrow=arrow)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "cluster_nodes": cluster_nodes,
+            "cluster_inventory_errors": cluster_inventory_errors,
+            "reachability_matrix": reachability_matrix,
+        }

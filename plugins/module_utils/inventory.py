@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The cluster inventory model and its validation, as pure functions.
+
+A node record is {"host", "hostname", "short", "fqdn", "names", "cluster_ip", "rank"}; settings are the cluster-wide
+variables as each host resolves them. Every error names the host and the variable and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+USER_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+HOSTNAME_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+# Settings that must hold one value on every node: a per-host override of these breaks the cluster.
+CLUSTER_WIDE = ("cluster_network", "cluster_master_port", "cluster_user_name", "cluster_user_uid", "cluster_user_gid", "cluster_user_home")
+
+
+def _unique(names):
+    seen, out = set(), []
+    for name in names:
+        if name and name.lower() not in seen:
+            seen.add(name.lower())
+            out.append(name)
+    return out
+
+
+def node_records(hostvars, hosts):
+    """Return the node records of `hosts` (in rank order) from their inventory variables."""
+    records = []
+    for rank, host in enumerate(hosts):
+        hv = hostvars[host]
+        hostname = str(hv.get("cluster_hostname") or host)
+        short = hostname.split(".")[0]
+        fqdn = hv.get("cluster_fqdn") or (hostname if "." in hostname else None)
+        records.append({
+            "host": host,
+            "hostname": hostname,
+            "short": short,
+            "fqdn": fqdn,
+            # For /etc/hosts and known_hosts: the canonical (fully qualified) name first.
+            "names": _unique([fqdn, short, host]),
+            "cluster_ip": hv.get("cluster_ip"),
+            "rank": rank,
+        })
+    return records
+
+
+def _check_ip(node, network):
+    host, value = node["host"], node["cluster_ip"]
+    if value in (None, ""):
+        return ["%s: cluster_ip is not set. Set it in the inventory to the node's address on the training network." % host]
+    try:
+        address = ipaddress.ip_address(str(value))
+    except ValueError:
+        return ["%s: cluster_ip %r is not a valid IP address. Set it to the node's address on the training network, e.g. 10.0.0.11." % (host, value)]
+    errors = []
+    if address.is_loopback:
+        errors.append("%s: cluster_ip %s is a loopback address; NCCL and torchrun would bind to it and peers could not connect. "
+                      "Set it to the node's address on the training network." % (host, address))
+    elif address.is_unspecified or address.is_multicast:
+        errors.append("%s: cluster_ip %s cannot be a node address. Set it to the node's address on the training network." % (host, address))
+    elif network is not None and address not in network:
+        errors.append("%s: cluster_ip %s is outside cluster_network %s. Fix the address, or widen cluster_network in group_vars." % (host, address, network))
+    return errors
+
+
+def _check_hostname(node):
+    names = [node["hostname"]] + ([node["fqdn"]] if node["fqdn"] else [])
+    bad = [n for n in names if not all(HOSTNAME_LABEL_RE.match(label) for label in n.split("."))]
+    return ["%s: hostname %r is not a valid host name (letters, digits and '-', labels of 1-63). Set cluster_hostname or rename the host."
+            % (node["host"], b) for b in bad]
+
+
+def _duplicates(nodes, key, label, fix):
+    seen = {}
+    for node in nodes:
+        value = key(node)
+        if value is not None:
+            seen.setdefault(value, []).append(node["host"])
+    return ["%s: %s %s is shared by %s. %s" % (hosts[1], label, value, ", ".join(hosts), fix)
+            for value, hosts in sorted(seen.items(), key=lambda kv: str(kv[0])) if len(hosts) > 1]
+
+
+def _check_settings(host, s):
+    errors = []
+    try:
+        network = ipaddress.ip_network(str(s.get("cluster_network")), strict=False)
+    except ValueError:
+        network = None
+        errors.append("%s: cluster_network %r is not a CIDR network. Set it in group_vars, e.g. cluster_network: 10.0.0.0/24."
+                      % (host, s.get("cluster_network")))
+    port = s.get("cluster_master_port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 1024 <= port <= 65535:
+        errors.append("%s: cluster_master_port %r must be an integer in 1024-65535 (unprivileged, like torchrun's default 29500)." % (host, port))
+    name = s.get("cluster_user_name")
+    if not isinstance(name, str) or not USER_NAME_RE.match(name) or name == "root":
+        errors.append("%s: cluster_user_name %r is not a valid name for the training user (lowercase, starts with a letter or '_', "
+                      "at most 32 characters, not root)." % (host, name))
+    for var in ("cluster_user_uid", "cluster_user_gid"):
+        value = s.get(var)
+        if not isinstance(value, int) or isinstance(value, bool) or not 1000 <= value <= 60000:
+            errors.append("%s: %s %r must be an integer in 1000-60000 (a regular account's id, the same on every node)." % (host, var, value))
+    return errors, network
+
+
+def validate(nodes, settings_by_host):
+    """Return the list of inventory errors (empty when the inventory is sound).
+
+    nodes: node records in rank order (see node_records); settings_by_host: {host: {variable: value}}.
+    """
+    if not nodes:
+        return ["inventory: group 'cluster' has no hosts. List the training nodes under group 'cluster', the rendezvous master first."]
+    errors = []
+    networks = {}
+    for host, settings in settings_by_host.items():
+        found, networks[host] = _check_settings(host, settings)
+        errors.extend(found)
+    for var in CLUSTER_WIDE:
+        values = {}
+        for host, settings in settings_by_host.items():
+            values.setdefault(str(settings.get(var)), []).append(host)
+        if len(values) > 1:
+            detail = "; ".join("%s on %s" % (v, ", ".join(h)) for v, h in values.items())
+            errors.append("%s differs between nodes (%s). Set it once, in group_vars for group 'cluster'." % (var, detail))
+    for node in nodes:
+        errors.extend(_check_ip(node, networks.get(node["host"])))
+        errors.extend(_check_hostname(node))
+    errors.extend(_duplicates(nodes, lambda n: n["cluster_ip"], "cluster_ip", "Give every node its own training address."))
+    errors.extend(_duplicates(nodes, lambda n: n["short"].lower(), "hostname (short, case-insensitive)",
+                              "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."))
+    return errors

@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SSH mesh probes: the commands to run, their parallel execution, and a short diagnosis of each failure."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+# ssh's stderr -> a diagnosis a user can act on; first match wins.
+SSH_ERRORS = (
+    ("Could not resolve hostname", "name does not resolve (missing from /etc/hosts?)"),
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "host key changed since known_hosts was written"),
+    ("Host key verification failed", "host key verification failed (known_hosts lacks this name or address)"),
+    ("Permission denied", "permission denied: the cluster key is not in the training user's authorized_keys"),
+    ("Connection timed out", "connection timed out"),
+    ("Operation timed out", "connection timed out"),
+    ("Connection refused", "connection refused (sshd down or port 22 closed)"),
+    ("No route to host", "no route to host"),
+    ("Network is unreachable", "network is unreachable"),
+    ("Connection closed", "connection closed by the remote side"),
+    ("Connection reset", "connection reset by the remote side"),
+)
+
+
+def ssh_argv(address, connect_timeout, ssh="ssh", command="hostname"):
+    """The probe: non-interactive, strict host key checking, a bounded connect."""
+    return [ssh, "-n", "-T",
+            "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=yes",
+            "-o", "ConnectTimeout=%d" % connect_timeout,
+            "-o", "ConnectionAttempts=1",
+            "-o", "ServerAliveInterval=%d" % connect_timeout,
+            "-o", "ServerAliveCountMax=1",
+            address, command]
+
+
+def diagnose(rc, stderr, timed_out=False, timeout=None):
+    """A one-line reason for a failed probe."""
+    if timed_out:
+        return "no answer within %ss (hung after connecting)" % timeout
+    for needle, reason in SSH_ERRORS:
+        if needle in stderr:
+            return reason
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not line.startswith("Warning:")]
+    return lines[-1] if lines else "ssh exited with %s" % rc
+
+
+def probe_result(probe, rc, stdout, stderr, seconds, timed_out=False, timeout=None):
+    """Judge one probe: it must connect and the node that answers must be the expected one."""
+    result = dict(probe, ok=False, answered=None, error=None, seconds=round(seconds, 3))
+    if rc != 0 or timed_out:
+        result["error"] = diagnose(rc, stderr, timed_out, timeout)
+        return result
+    answered = stdout.strip().split(".")[0]
+    result["answered"] = answered
+    expected = probe.get("expected")
+    if expected and answered.lower() != expected.split(".")[0].lower():
+        result["error"] = "answered as %r, expected %r (duplicate hostname or wrong address)" % (answered, expected)
+    else:
+        result["ok"] = True
+    return result
+
+
+def probes_for(nodes, by=("name", "ip")):
+    """One probe per node record (host, short, cluster_ip, hostname) and way of addressing it (by name, by IP)."""
+    probes = []
+    for node in nodes:
+        for via in by:
+            address = node["short"] if via == "name" else node["cluster_ip"]
+            probes.append({"target": node["host"], "via": via, "address": address, "expected": node.get("hostname") or node["short"]})
+    return probes
+
+
+def run_parallel(probes, run_one, parallel):
+    """Run run_one(probe) for every probe on `parallel` threads; the result keeps the probe order."""
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(probes) or 1))) as pool:
+        return list(pool.map(run_one, probes))
+

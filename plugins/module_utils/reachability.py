@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Turn per-node probe results into an N x N reachability matrix that names who cannot reach whom."""
+
+from __future__ import annotations
+
+
+def summarize(results_by_source, nodes, arrow="->"):
+    """Summarize probes run from every node.
+
+    results_by_source: {source node: [{"target", "via", "ok", "error", ...}]} or {source: None} when the
+    source could not run its probes (unreachable from the controller).
+    nodes: node names in rank order; they label the rows (from) and columns (to).
+    Returns {ok, probes, failures: [{from, to, via, error}], messages, headers, rows}.
+    """
+    failures, messages, rows, probes = [], [], [], 0
+    for source in nodes:
+        results = results_by_source.get(source)
+        if results is None:
+            messages.append("%s: not checked (the controller could not run the probes there)" % source)
+            rows.append([source] + ["?" for _ in nodes])
+            continue
+        by_target = {}
+        for result in results:
+            probes += 1
+            by_target.setdefault(result["target"], []).append(result)
+            if not result["ok"]:
+                failures.append({"from": source, "to": result["target"], "via": result["via"], "error": result["error"]})
+                messages.append("%s %s %s (%s): %s" % (source, arrow, result["target"], result["via"], result["error"]))
+        rows.append([source] + [_cell(source, target, by_target.get(target)) for target in nodes])
+    return {
+        "ok": not failures and all(results_by_source.get(n) is not None for n in nodes),
+        "probes": probes,
+        "failures": failures,
+        "messages": messages,
+        "headers": ["from \\ to"] + list(nodes),
+        "rows": rows,
+    }
+
+
+def _cell(source, target, results):
+    if source == target:
+        return "-"
+    if not results:
+        return "?"
+    failed = [str(r["via"]) for r in results if not r["ok"]]
+    return "ok" if not failed else "FAIL " + ",".join(failed)

@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+import pytest
+
+from ansible_collections.trainops.cluster.plugins.module_utils.inventory import node_records, validate
+
+SETTINGS = {
+    "cluster_network": "10.72.0.0/24",
+    "cluster_master_port": 29500,
+    "cluster_user_name": "train",
+    "cluster_user_uid": 2000,
+    "cluster_user_gid": 2000,
+    "cluster_user_home": "/home/train",
+}
+
+
+def cluster(hostvars, settings=None):
+    hosts = list(hostvars)
+    nodes = node_records(hostvars, hosts)
+    by_host = {h: dict(SETTINGS, **(settings or {}).get(h, {})) for h in hosts}
+    return nodes, validate(nodes, by_host)
+
+
+def good():
+    return {"node1": {"cluster_ip": "10.72.0.11"}, "node2": {"cluster_ip": "10.72.0.12"}, "node3": {"cluster_ip": "10.72.0.13"}}
+
+
+def test_sound_inventory_has_no_errors():
+    nodes, errors = cluster(good())
+    assert errors == []
+    assert [n["rank"] for n in nodes] == [0, 1, 2]
+    assert nodes[0] == {"host": "node1", "hostname": "node1", "short": "node1", "fqdn": None, "names": ["node1"],
+                        "cluster_ip": "10.72.0.11", "rank": 0}
+
+
+def test_names_put_fqdn_first_and_keep_inventory_name():
+    hv = {"gpu-a": {"cluster_ip": "10.72.0.11", "cluster_hostname": "node1.ml.example"}}
+    nodes, errors = cluster(hv)
+    assert errors == []
+    assert nodes[0]["short"] == "node1"
+    assert nodes[0]["names"] == ["node1.ml.example", "node1", "gpu-a"]
+
+
+@pytest.mark.parametrize("ip, needle", [
+    ("10.72.0.12", "node3: cluster_ip 10.72.0.12 is shared by node2, node3"),
+    ("127.0.0.1", "node3: cluster_ip 127.0.0.1 is a loopback address"),
+    ("10.99.0.13", "node3: cluster_ip 10.99.0.13 is outside cluster_network 10.72.0.0/24"),
+    ("10.72.0.300", "node3: cluster_ip '10.72.0.300' is not a valid IP address"),
+    (None, "node3: cluster_ip is not set"),
+])
+def test_bad_cluster_ip_names_host_and_variable(ip, needle):
+    hv = good()
+    hv["node3"]["cluster_ip"] = ip
+    _, errors = cluster(hv)
+    assert len(errors) == 1
+    assert errors[0].startswith(needle)
+
+
+def test_duplicate_hostname_is_case_insensitive_and_short():
+    hv = good()
+    hv["node3"]["cluster_hostname"] = "NODE1.other.example"
+    _, errors = cluster(hv)
+    assert errors == ["node3: hostname (short, case-insensitive) node1 is shared by node1, node3. "
+                      "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."]
+
+
+def test_invalid_hostname():
+    hv = good()
+    hv["node2"]["cluster_hostname"] = "bad_name"
+    _, errors = cluster(hv)
+    assert errors and errors[0].startswith("node2: hostname 'bad_name' is not a valid host name")
+
+
+@pytest.mark.parametrize("var, value, needle", [
+    ("cluster_master_port", 80, "cluster_master_port 80 must be an integer in 1024-65535"),
+    ("cluster_master_port", "29500", "cluster_master_port '29500' must be an integer"),
+    ("cluster_user_name", "root", "cluster_user_name 'root' is not a valid name"),
+    ("cluster_user_name", "Train", "cluster_user_name 'Train' is not a valid name"),
+    ("cluster_user_uid", 0, "cluster_user_uid 0 must be an integer in 1000-60000"),
+    ("cluster_user_gid", 70000, "cluster_user_gid 70000 must be an integer in 1000-60000"),
+    ("cluster_network", "10.72.0.0/33", "cluster_network '10.72.0.0/33' is not a CIDR network"),
+])
+def test_bad_settings_name_the_variable(var, value, needle):
+    settings = {h: {var: value} for h in good()}
+    _, errors = cluster(good(), settings)
+    assert errors[0].startswith("node1: ")
+    assert needle in errors[0]
+
+
+def test_cluster_wide_setting_must_not_differ_per_host():
+    _, errors = cluster(good(), {"node2": {"cluster_user_uid": 2001}})
+    assert errors == ["cluster_user_uid differs between nodes (2000 on node1, node3; 2001 on node2). "
+                      "Set it once, in group_vars for group 'cluster'."]
+
+
+def test_empty_cluster():
+    assert validate([], {}) == ["inventory: group 'cluster' has no hosts. List the training nodes under group 'cluster', "
+                                "the rendezvous master first."]
+
+
+def test_all_errors_reported_at_once():
+    hv = {"a": {"cluster_ip": "127.0.0.1"}, "b": {"cluster_ip": "127.0.0.1"}}
+    _, errors = cluster(hv)
+    assert len(errors) == 3  # two loopback, one duplicate

@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+import threading
+import time
+
+import pytest
+
+from ansible_collections.trainops.cluster.plugins.module_utils import mesh
+
+NODES = [{"host": "node2", "short": "node2", "cluster_ip": "10.72.0.12", "hostname": "node2"},
+         {"host": "node3", "short": "node3", "cluster_ip": "10.72.0.13"}]
+
+
+def test_probes_by_name_and_ip():
+    probes = mesh.probes_for(NODES)
+    assert [(p["target"], p["via"], p["address"], p["expected"]) for p in probes] == [
+        ("node2", "name", "node2", "node2"), ("node2", "ip", "10.72.0.12", "node2"),
+        ("node3", "name", "node3", "node3"), ("node3", "ip", "10.72.0.13", "node3")]
+
+
+def test_ssh_argv_is_strict_and_bounded():
+    argv = mesh.ssh_argv("node2", 5)
+    assert argv[0] == "ssh" and argv[-2:] == ["node2", "hostname"]
+    assert "BatchMode=yes" in argv and "StrictHostKeyChecking=yes" in argv and "ConnectTimeout=5" in argv
+
+
+@pytest.mark.parametrize("stderr, reason", [
+    ("ssh: Could not resolve hostname node9: Name or service not known\r\n", "name does not resolve"),
+    ("ssh: connect to host 10.72.0.13 port 22: Connection timed out\r\n", "connection timed out"),
+    ("ssh: connect to host node3 port 22: Connection refused\r\n", "connection refused"),
+    ("train@node3: Permission denied (publickey).\r\n", "permission denied"),
+    ("No ED25519 host key is known for node3 and you have requested strict checking.\r\nHost key verification failed.\r\n",
+     "host key verification failed"),
+    ("kex_exchange_identification: weird\r\n", "kex_exchange_identification: weird"),
+])
+def test_diagnose(stderr, reason):
+    assert mesh.diagnose(255, stderr).startswith(reason)
+
+
+def test_probe_result_wrong_node_answers():
+    probe = mesh.probes_for(NODES)[0]
+    result = mesh.probe_result(probe, 0, "node3\n", "", 0.1)
+    assert not result["ok"]
+    assert result["error"] == "answered as 'node3', expected 'node2' (duplicate hostname or wrong address)"
+
+
+def test_probe_result_ok_and_timeout():
+    probe = mesh.probes_for(NODES)[1]
+    assert mesh.probe_result(probe, 0, "node2.ml.example\n", "", 0.1)["ok"]
+    timed_out = mesh.probe_result(probe, None, "", "", 15.0, timed_out=True, timeout=15)
+    assert timed_out["error"] == "no answer within 15s (hung after connecting)"
+
+
+def test_run_parallel_is_parallel_and_ordered():
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def slow(probe):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return probe["address"]
+
+    probes = mesh.probes_for(NODES * 4)
+    start = time.monotonic()
+    out = mesh.run_parallel(probes, slow, parallel=64)
+    assert out == [p["address"] for p in probes]
+    assert peak[0] == len(probes)
+    assert time.monotonic() - start < 1.0
