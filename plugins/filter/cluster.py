@@ -15,6 +15,10 @@ def cluster_inventory_errors(nodes, settings_by_host):
     return inventory.validate(list(nodes), dict(settings_by_host))
 
 
+def cluster_node_errors(node):
+    return inventory.node_errors(dict(node))
+
+
 def reachability_matrix(results_by_source, nodes, arrow="->"):
     return reachability.summarize(dict(results_by_source), list(nodes), arrow=arrow)
 
@@ -24,5 +28,6 @@ class FilterModule:
         return {
             "cluster_nodes": cluster_nodes,
             "cluster_inventory_errors": cluster_inventory_errors,
+            "cluster_node_errors": cluster_node_errors,
             "reachability_matrix": reachability_matrix,
         }

@@ -32,7 +32,7 @@ def node_records(hostvars, hosts):
     for rank, host in enumerate(hosts):
         hv = hostvars[host]
         hostname = str(hv.get("cluster_hostname") or host)
-        short = hostname.split(".")[0]
+        short = hostname.split(".", 1)[0]
         fqdn = hv.get("cluster_fqdn") or (hostname if "." in hostname else None)
         records.append({
             "host": host,
@@ -130,4 +130,30 @@ def validate(nodes, settings_by_host):
     errors.extend(_duplicates(nodes, lambda n: n["cluster_ip"], "cluster_ip", "Give every node its own training address."))
     errors.extend(_duplicates(nodes, lambda n: n["short"].lower(), "hostname (short, case-insensitive)",
                               "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."))
+    return errors
+
+
+def node_errors(node):
+    """Read-only checks on one node that the inventory alone cannot answer.
+
+    node: {"host", "cluster_ip", "addresses": [interface addresses], "passwd": getent passwd {name: [pw, uid, gid, ...]},
+    "group": getent group {name: [pw, gid, ...]}, "user_name", "uid", "gid"}.
+    """
+    host, name = node["host"], node["user_name"]
+    errors = []
+    if node["cluster_ip"] not in node["addresses"]:
+        errors.append("%s: cluster_ip %s is not an address of any interface here (it has %s). Fix cluster_ip in the inventory."
+                      % (host, node["cluster_ip"], ", ".join(node["addresses"]) or "none"))
+    uid_owner = [user for user, fields in node["passwd"].items() if str(fields[1]) == str(node["uid"]) and user != name]
+    if uid_owner:
+        errors.append("%s: cluster_user_uid %s already belongs to user %s here. Choose a uid that is free on every node, "
+                      "or free it on %s." % (host, node["uid"], uid_owner[0], host))
+    gid_owner = [group for group, fields in node["group"].items() if str(fields[1]) == str(node["gid"]) and group != name]
+    if gid_owner:
+        errors.append("%s: cluster_user_gid %s already belongs to group %s here. Choose a gid that is free on every node "
+                      "(set cluster_user_gid)." % (host, node["gid"], gid_owner[0]))
+    existing = node["passwd"].get(name)
+    if existing and str(existing[1]) != str(node["uid"]):
+        errors.append("%s: user %s exists with uid %s, not cluster_user_uid %s. Set cluster_user_uid to match, or fix the "
+                      "account on %s." % (host, name, existing[1], node["uid"], host))
     return errors

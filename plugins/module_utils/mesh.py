@@ -51,10 +51,10 @@ def probe_result(probe, rc, stdout, stderr, seconds, timed_out=False, timeout=No
     if rc != 0 or timed_out:
         result["error"] = diagnose(rc, stderr, timed_out, timeout)
         return result
-    answered = stdout.strip().split(".")[0]
+    answered = stdout.strip().split(".", 1)[0]
     result["answered"] = answered
     expected = probe.get("expected")
-    if expected and answered.lower() != expected.split(".")[0].lower():
+    if expected and answered.lower() != expected.split(".", 1)[0].lower():
         result["error"] = "answered as %r, expected %r (duplicate hostname or wrong address)" % (answered, expected)
     else:
         result["ok"] = True
@@ -75,4 +75,3 @@ def run_parallel(probes, run_one, parallel):
     """Run run_one(probe) for every probe on `parallel` threads; the result keeps the probe order."""
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(probes) or 1))) as pool:
         return list(pool.map(run_one, probes))
-

@@ -18,7 +18,7 @@ def summarize(results_by_source, nodes, arrow="->"):
         results = results_by_source.get(source)
         if results is None:
             messages.append("%s: not checked (the controller could not run the probes there)" % source)
-            rows.append([source] + ["?" for _ in nodes])
+            rows.append([source] + ["?"] * len(nodes))
             continue
         by_target = {}
         for result in results:

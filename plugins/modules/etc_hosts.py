@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 module: etc_hosts
 short_description: Make every cluster node's name resolve to its training address in /etc/hosts
 version_added: 0.1.0
-author: trainops.cluster maintainers
+author: trainops.cluster maintainers (@trainops)
 description:
   - Writes one marked block with every cluster node's address and names, in the order given, so a re-run
     changes nothing.
@@ -36,6 +36,7 @@ attributes:
     support: full
     description: Shows the hosts file before and after.
   platform:
+    support: full
     platforms: posix
     description: Any POSIX host with a hosts file.
 notes:

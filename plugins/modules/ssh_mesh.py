@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 module: ssh_mesh
 short_description: From this node, SSH to every other cluster node by name and by IP, in parallel
 version_added: 0.1.0
-author: trainops.cluster maintainers
+author: trainops.cluster maintainers (@trainops)
 description:
   - Runs C(ssh <target> hostname) as the connecting user (use C(become_user) for the training user) to every
     target, by name and by address, all at once on parallel threads, so the wall time does not grow with the
@@ -51,7 +51,9 @@ attributes:
     description: Read-only; runs the same probes in check mode.
   diff_mode:
     support: none
+    description: Changes nothing, so there is no diff.
   platform:
+    support: full
     platforms: posix
     description: Needs the OpenSSH client on the node.
 """
@@ -73,12 +75,12 @@ results:
   elements: dict
   contains:
     target: {description: Target node (its C(host))., type: str, sample: node2}
-    via: {description: How it was addressed, C(name) or C(ip)., type: str, sample: name}
+    via: {description: "How it was addressed: C(name) or C(ip).", type: str, sample: name}
     address: {description: What was dialed., type: str, sample: node2}
     expected: {description: Hostname the target should report., type: str, sample: node2}
     ok: {description: Whether the probe passed., type: bool, sample: true}
-    answered: {description: Hostname the target reported, or null., type: str, sample: node2}
-    error: {description: Diagnosis of a failed probe, or null., type: str, sample: connection timed out}
+    answered: {description: "Hostname the target reported, null when it did not answer.", type: str, sample: node2}
+    error: {description: "Diagnosis of a failed probe, null when it passed.", type: str, sample: connection timed out}
     seconds: {description: Probe duration., type: float, sample: 0.21}
 failed_probes:
   description: Number of failed probes.
@@ -92,10 +94,10 @@ seconds:
   sample: 0.4
 """
 
-import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
 from ansible_collections.trainops.cluster.plugins.module_utils.mesh import probe_result, probes_for, run_parallel, ssh_argv
 
 
@@ -118,12 +120,8 @@ def main():
 
     def run_one(probe):
         start = time.monotonic()
-        try:
-            proc = subprocess.run(ssh_argv(probe["address"], p["connect_timeout"], ssh=ssh),
-                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=p["timeout"], check=False)
-        except subprocess.TimeoutExpired:
-            return probe_result(probe, None, "", "", time.monotonic() - start, timed_out=True, timeout=p["timeout"])
-        return probe_result(probe, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+        rc, out, err, timed_out = run_bounded(module, ssh_argv(probe["address"], p["connect_timeout"], ssh=ssh), p["timeout"])
+        return probe_result(probe, rc, out, err, time.monotonic() - start, timed_out=timed_out, timeout=p["timeout"])
 
     start = time.monotonic()
     results = run_parallel(probes_for(p["nodes"], p["by"]), run_one, p["parallel"])

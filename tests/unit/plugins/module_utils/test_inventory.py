@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils.inventory import node_records, validate
+from ansible_collections.trainops.cluster.plugins.module_utils.inventory import node_errors, node_records, validate
 
 SETTINGS = {
     "cluster_network": "10.72.0.0/24",
@@ -51,7 +51,7 @@ def test_names_put_fqdn_first_and_keep_inventory_name():
 def test_bad_cluster_ip_names_host_and_variable(ip, needle):
     hv = good()
     hv["node3"]["cluster_ip"] = ip
-    _, errors = cluster(hv)
+    errors = cluster(hv)[1]
     assert len(errors) == 1
     assert errors[0].startswith(needle)
 
@@ -59,7 +59,7 @@ def test_bad_cluster_ip_names_host_and_variable(ip, needle):
 def test_duplicate_hostname_is_case_insensitive_and_short():
     hv = good()
     hv["node3"]["cluster_hostname"] = "NODE1.other.example"
-    _, errors = cluster(hv)
+    errors = cluster(hv)[1]
     assert errors == ["node3: hostname (short, case-insensitive) node1 is shared by node1, node3. "
                       "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."]
 
@@ -67,7 +67,7 @@ def test_duplicate_hostname_is_case_insensitive_and_short():
 def test_invalid_hostname():
     hv = good()
     hv["node2"]["cluster_hostname"] = "bad_name"
-    _, errors = cluster(hv)
+    errors = cluster(hv)[1]
     assert errors and errors[0].startswith("node2: hostname 'bad_name' is not a valid host name")
 
 
@@ -82,13 +82,13 @@ def test_invalid_hostname():
 ])
 def test_bad_settings_name_the_variable(var, value, needle):
     settings = {h: {var: value} for h in good()}
-    _, errors = cluster(good(), settings)
+    errors = cluster(good(), settings)[1]
     assert errors[0].startswith("node1: ")
     assert needle in errors[0]
 
 
 def test_cluster_wide_setting_must_not_differ_per_host():
-    _, errors = cluster(good(), {"node2": {"cluster_user_uid": 2001}})
+    errors = cluster(good(), {"node2": {"cluster_user_uid": 2001}})[1]
     assert errors == ["cluster_user_uid differs between nodes (2000 on node1, node3; 2001 on node2). "
                       "Set it once, in group_vars for group 'cluster'."]
 
@@ -100,5 +100,38 @@ def test_empty_cluster():
 
 def test_all_errors_reported_at_once():
     hv = {"a": {"cluster_ip": "127.0.0.1"}, "b": {"cluster_ip": "127.0.0.1"}}
-    _, errors = cluster(hv)
+    errors = cluster(hv)[1]
     assert len(errors) == 3  # two loopback, one duplicate
+
+
+def state(**changes):
+    base = {"host": "node2", "cluster_ip": "10.72.0.12", "addresses": ["10.71.0.12", "10.72.0.12"],
+            "passwd": {"root": ["x", "0", "0"], "train": ["x", "2000", "2000"]}, "group": {"root": ["x", "0"], "train": ["x", "2000"]},
+            "user_name": "train", "uid": 2000, "gid": 2000}
+    base.update(changes)
+    return base
+
+
+def test_node_already_converged_is_fine():
+    assert node_errors(state()) == []
+
+
+def test_node_fresh_is_fine():
+    assert node_errors(state(passwd={"root": ["x", "0", "0"]}, group={"root": ["x", "0"]})) == []
+
+
+def test_node_without_cluster_ip():
+    assert node_errors(state(addresses=["10.71.0.12"])) == [
+        "node2: cluster_ip 10.72.0.12 is not an address of any interface here (it has 10.71.0.12). Fix cluster_ip in the inventory."]
+
+
+def test_uid_and_gid_taken_by_others():
+    errors = node_errors(state(passwd={"intruder": ["x", "2000", "2000"]}, group={"intruder": ["x", "2000"]}))
+    assert errors == [
+        "node2: cluster_user_uid 2000 already belongs to user intruder here. Choose a uid that is free on every node, or free it on node2.",
+        "node2: cluster_user_gid 2000 already belongs to group intruder here. Choose a gid that is free on every node (set cluster_user_gid)."]
+
+
+def test_user_exists_with_another_uid():
+    errors = node_errors(state(passwd={"train": ["x", "1001", "1001"]}))
+    assert errors == ["node2: user train exists with uid 1001, not cluster_user_uid 2000. Set cluster_user_uid to match, or fix the account on node2."]

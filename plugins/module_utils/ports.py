@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""TCP port reachability between cluster nodes: which ports to probe, short-lived listeners, bounded connects, short reasons.
+
+Every node runs run_matrix() at about the same time: it listens on each port (unless a service already does) for a
+window of seconds, and connects to each peer on each port meanwhile. Results feed module_utils.reachability.summarize.
+"""
+
+from __future__ import annotations
+
+import errno
+import selectors
+import socket
+import threading
+import time
+
+from ansible_collections.trainops.cluster.plugins.module_utils.mesh import run_parallel
+
+# A refused connect is retried this often: the peer's listener may start a little after ours.
+RETRY_INTERVAL = 0.25
+# Longest wait of the accept loop between two looks at its deadline.
+ACCEPT_POLL = 0.1
+
+ERRNO_REASONS = {
+    errno.ECONNREFUSED: "refused",
+    errno.ETIMEDOUT: "timed out",
+    errno.EHOSTUNREACH: "no route to host",
+    errno.ENETUNREACH: "network unreachable",
+    errno.ECONNRESET: "reset",
+    errno.EACCES: "permission denied",
+    # connect() gets EPERM when a netfilter OUTPUT rule on this node drops the packet.
+    errno.EPERM: "operation not permitted",
+    errno.EADDRINUSE: "address in use",
+    errno.EADDRNOTAVAIL: "address not available on this host",
+}
+
+
+def sample_range(low, high):
+    """The ports probed for the range low-high: first, middle and last; a range is never probed port by port."""
+    return sorted({low, (low + high) // 2, high})
+
+
+def expand_ports(spec):
+    """Ports to probe, sorted and unique, from a list of ints and "N" or "LOW-HIGH" strings. Raises ValueError."""
+    ports = set()
+    for item in spec:
+        text = str(item).strip()
+        low, sep, high = text.partition("-")
+        if isinstance(item, bool) or not low.strip().isdigit() or (sep and not high.strip().isdigit()):
+            raise ValueError("port %r is neither a number nor a range LOW-HIGH" % (item,))
+        low = int(low)
+        high = int(high) if sep else low
+        if not 1 <= low <= high <= 65535:
+            raise ValueError("port %r is out of 1-65535 or its range is reversed" % (item,))
+        ports.update(sample_range(low, high))
+    return sorted(ports)
+
+
+def classify_error(exc):
+    """A short reason for a failed socket operation: timed out (filtered/dropped), refused (closed/rejected), ..."""
+    if isinstance(exc, socket.gaierror):
+        return "name does not resolve"
+    # socket.timeout is TimeoutError from Python 3.10 on, a plain OSError subclass before.
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timed out"
+    reason = ERRNO_REASONS.get(getattr(exc, "errno", None))
+    if reason:
+        return reason
+    return (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__).lower()
+
+
+def find_node(nodes, name):
+    """The node record whose inventory name (host) is name, or None."""
+    return next((node for node in nodes if node.get("host") == name), None)
+
+
+def probes_for(nodes, self_name, ports):
+    """One probe per peer (every node but self_name) and port, in node then port order."""
+    return [{"target": node["host"], "via": str(port), "port": port, "address": node["cluster_ip"]}
+            for node in nodes if node["host"] != self_name for port in ports]
+
+
+def open_listener(address, port, socket_factory=socket.socket):
+    """Listen on address:port. Returns (socket or None, {port, state, error}); state is listening, served or failed.
+
+    A port already in use is "served": the service holding it answers the peers instead of us.
+    """
+    sock = None
+    try:
+        family, kind, proto, dummy, sockaddr = socket.getaddrinfo(address, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0]
+        sock = socket_factory(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(socket.SOMAXCONN)
+        sock.setblocking(False)
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        if getattr(exc, "errno", None) == errno.EADDRINUSE:
+            return None, {"port": port, "state": "served", "error": None}
+        return None, {"port": port, "state": "failed", "error": "cannot listen on %s:%s: %s" % (address, port, classify_error(exc))}
+    return sock, {"port": port, "state": "listening", "error": None}
+
+
+def accept_until(socks, deadline, clock=time.monotonic):
+    """Accept and at once close every connection to the listening socks until deadline, then close them."""
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_READ)
+        try:
+            while socks and clock() < deadline:
+                for key, dummy in selector.select(timeout=min(ACCEPT_POLL, max(0.0, deadline - clock()))):
+                    try:
+                        key.fileobj.accept()[0].close()
+                    except OSError:
+                        # The prober gave up or reset before we got to it; nothing to report on our side.
+                        continue
+        finally:
+            for sock in socks:
+                sock.close()
+
+
+def connect(address, port, timeout):
+    """Open and close one TCP connection; raises OSError on failure."""
+    socket.create_connection((address, port), timeout=timeout).close()
+
+
+def probe(item, connect_timeout, retry_deadline, connect=connect, clock=time.monotonic, sleep=time.sleep):
+    """Connect to item's address:port. A refused connect is retried until retry_deadline, a timeout is not.
+
+    A probe that has not started by retry_deadline (every thread was busy) is not started: it could only run
+    past the peers' listening window.
+    """
+    start = clock()
+    result = dict(item, ok=False, error=None, seconds=0.0)
+    if start > retry_deadline:
+        result["error"] = "not probed: no free thread before the window closed (raise parallel or window)"
+        return result
+    while True:
+        try:
+            connect(item["address"], item["port"], connect_timeout)
+        except OSError as exc:
+            result["error"] = classify_error(exc)
+        else:
+            result["ok"], result["error"] = True, None
+            break
+        if result["error"] != "refused" or clock() + RETRY_INTERVAL > retry_deadline:
+            break
+        sleep(RETRY_INTERVAL)
+    result["seconds"] = round(clock() - start, 3)
+    return result
+
+
+def run_matrix(nodes, self_name, ports, bind_address, connect_timeout, window, parallel):
+    """Listen on every port of ports for window seconds and probe every peer on every port meanwhile.
+
+    Returns {results, listeners, failed_probes, seconds}; takes about window seconds, at most window plus a poll.
+    With no peers the listeners are only opened (to tell served ports) and closed.
+    """
+    start = time.monotonic()
+    probes = probes_for(nodes, self_name, ports)
+    end = start + window if probes else start
+    socks, listeners = [], []
+    for port in ports:
+        sock, listener = open_listener(bind_address, port)
+        listeners.append(listener)
+        if sock is not None:
+            socks.append(sock)
+    acceptor = threading.Thread(target=accept_until, args=(socks, end), name="port_matrix-accept", daemon=True)
+    acceptor.start()
+    results = run_parallel(probes, lambda item: probe(item, connect_timeout, end - connect_timeout), parallel)
+    acceptor.join()
+    return {
+        "results": results,
+        "listeners": listeners,
+        "failed_probes": sum(1 for r in results if not r["ok"]),
+        "seconds": round(time.monotonic() - start, 3),
+    }
