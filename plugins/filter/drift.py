@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.cluster.plugins.module_utils import report
+from ansible_collections.trainops.cluster.plugins.module_utils import drift_keys, report
 
 
 def _require_mapping(value, what):
@@ -21,6 +21,10 @@ def _require_comparison(comparison, name):
     missing = [key for key in ("hosts", "rows", "failed", "errors", "warnings") if key not in comparison]
     if missing:
         raise AnsibleFilterError("{0} expects the result of trainops.cluster.drift_compare; missing {1}".format(name, ", ".join(missing)))
+
+
+def drift_values(gpu_facts, comm_facts=None, extra=None):
+    return drift_keys.values_for(gpu_facts, comm_facts, extra)
 
 
 def drift_compare(values_by_host, policy=None, default_severity="warn", hosts_order=None):
@@ -57,6 +61,7 @@ def text_table(headers, rows, highlight=None, marker="*"):
 class FilterModule(object):
     def filters(self):
         return {
+            "drift_values": drift_values,
             "drift_compare": drift_compare,
             "drift_table": drift_table,
             "drift_markdown": drift_markdown,

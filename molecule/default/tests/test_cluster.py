@@ -67,3 +67,12 @@ def test_mesh_report_says_ok():
     report = json.loads((INVENTORY.parent / "reports" / "ssh_mesh.json").read_text())
     assert report["ok"] and report["failures"] == []
     assert report["probes"] == len(CLUSTER) * (len(CLUSTER) - 1) * 2
+
+
+def test_nodes_without_gpus_give_clean_facts():
+    report = json.loads((INVENTORY.parent / "reports" / "drift.json").read_text())
+    rows = {r["key"]: r for r in report["rows"]}
+    assert not report["failed"] and report["errors"] == []
+    assert rows["gpus"]["values"] == {n: "0" for n in CLUSTER}
+    assert rows["driver"]["consistent"] and set(rows["driver"]["values"].values()) == {None}
+    assert rows["nccl ifname"]["values"] == {n: "eth1" for n in CLUSTER}  # the interface holding cluster_ip

@@ -1,0 +1,68 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One node's facts as the flat, display-ready values that the cross-node drift report compares.
+
+Input shapes: trainops_gpu (gpu_facts) and trainops_comm (comm_facts); either may be missing (None) when the
+module could not run on the node, which shows as missing values instead of hiding the node.
+"""
+
+from __future__ import annotations
+
+
+def _nccl(comm, source):
+    versions = sorted({s["version"] or "unknown" for s in (comm.get("nccl") or {}).get("sources", []) if s["source"] == source})
+    return ", ".join(versions) or None
+
+
+def _gpus(gpu):
+    if not gpu.get("available"):
+        return "0"
+    models = ", ".join(gpu.get("gpu_models") or []) or "unknown model"
+    return "%sx %s" % (gpu.get("gpu_count"), models)
+
+
+def _nvlink(gpu):
+    nvlink = gpu.get("nvlink")
+    if not nvlink:
+        return None
+    return "%s x %s GB/s" % (nvlink.get("links_per_gpu"), nvlink.get("link_speed_gbps"))
+
+
+def _ib(comm):
+    ports = comm.get("infiniband") or []
+    return ["%s:%s %s %sG" % (p["device"], p["port"], p.get("state"), p.get("rate_gbps")) for p in ports]
+
+
+def values_for(gpu, comm, extra=None):
+    """Display key -> value for one node, in report order; `extra` (e.g. the image digest) is appended."""
+    gpu = gpu or {}
+    comm = comm or {}
+    torch = comm.get("torch") or {}
+    mpi = comm.get("mpi")
+    shm = comm.get("shm") or {}
+    port_range = comm.get("ip_local_port_range")
+    values = {
+        "driver": gpu.get("driver_version"),
+        "cuda (driver)": gpu.get("cuda_version"),
+        "gpus": _gpus(gpu) if gpu else None,
+        "nvlink": _nvlink(gpu),
+        "nccl (system)": _nccl(comm, "system"),
+        "nccl (pip)": _nccl(comm, "pip"),
+        "nccl (torch)": torch.get("nccl"),
+        "torch": torch.get("version"),
+        "torch cuda": torch.get("cuda"),
+        "cuda toolkit": (comm.get("cuda_toolkit") or {}).get("nvcc_version"),
+        "python": (comm.get("python") or {}).get("version"),
+        "mpi": "%s %s" % (mpi["implementation"], mpi["version"]) if mpi else None,
+        "nccl-tests": "present" if (comm.get("nccl_tests") or {}).get("present") else None,
+        "net plugins": sorted(p.rsplit("/", 1)[-1] for p in comm.get("net_plugins") or []),
+        "ib ports": _ib(comm),
+        "nccl ifname": comm.get("nccl_socket_ifname"),
+        "/dev/shm": shm.get("human"),
+        "memlock": (comm.get("memlock") or {}).get("soft"),
+        "port range": "%s-%s" % tuple(port_range) if port_range else None,
+        "kernel": comm.get("kernel"),
+        "os": comm.get("os"),
+    }
+    values.update(extra or {})
+    return values
