@@ -14,15 +14,25 @@ from pathlib import Path
 import pytest
 import testinfra
 
+PROJECT = Path(__file__).resolve().parents[2]
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path.cwd()))
 INVENTORY = SCENARIO / "inventory" / "hosts.yml"
 STATE = INVENTORY.parent / ".state"
 
 
+def tool(name):
+    return shutil.which(name) or str(Path(os.sys.executable).parent / name)
+
+
 def ansible_inventory():
-    exe = shutil.which("ansible-inventory") or str(Path(os.sys.executable).parent / "ansible-inventory")
-    out = subprocess.run([exe, "-i", str(INVENTORY), "--list"], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([tool("ansible-inventory"), "-i", str(INVENTORY), "--list"], check=True, capture_output=True, text=True).stdout
     return json.loads(out)
+
+
+def playbook(name, *args, timeout=600):
+    """Run playbooks/<name> of this checkout against the scenario's cluster; returns the CompletedProcess."""
+    return subprocess.run([tool("ansible-playbook"), "-i", str(INVENTORY), str(PROJECT / "playbooks" / name)] + list(args),
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 INV = ansible_inventory()

@@ -1,14 +1,10 @@
 """Drift end to end: node3's driver differs; the report names it, and facts.yml fails on it."""
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
-from testbed_fixtures import INVENTORY
+from testbed_fixtures import INVENTORY, playbook
 
 REPORTS = INVENTORY.parent / "reports"
-PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).parents[3]))
 
 
 def row(report, key):
@@ -28,9 +24,7 @@ def test_report_names_the_odd_node():
 
 
 def test_facts_playbook_fails_on_critical_drift():
-    run = subprocess.run(
-        ["ansible-playbook", "-i", str(INVENTORY), str(PROJECT / "playbooks" / "facts.yml"), "-e", "drift_report_fail=true"],
-        capture_output=True, text=True, timeout=300, check=False)
+    run = playbook("facts.yml", "-e", "drift_report_fail=true")
     assert run.returncode != 0
     assert "Version drift between nodes:" in run.stdout
     assert "driver: node3 has 570.172.08, others 580.159.04" in run.stdout

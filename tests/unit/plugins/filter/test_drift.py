@@ -22,7 +22,7 @@ POLICY = {"driver": "critical"}
 
 
 def test_filter_names():
-    assert sorted(FILTERS) == ["drift_compare", "drift_markdown", "drift_table", "text_table"]
+    assert sorted(FILTERS) == ["drift_compare", "drift_markdown", "drift_table", "drift_values", "text_table"]
 
 
 def test_drift_compare():

@@ -1,0 +1,116 @@
+"""Firewall, port matrix and NFS on 3 cluster nodes and an outsider on the same training network.
+
+Tests run in file order: the last ones break the firewall on purpose and check that the port matrix names
+the break and that site.yml repairs it.
+"""
+
+import json
+import subprocess
+import time
+
+import pytest
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, STATE, playbook
+
+OUTSIDER = "outsider"
+SERVER = HOSTVARS["node1"]["cluster_ip"]
+EXPORT = "nfs://%s/srv/trainops/shared" % SERVER
+TRAIN = "uid=2000&gid=2000&version=4"
+
+
+def ip(name):
+    return HOSTVARS[name].get("cluster_ip") or HOSTVARS[name]["testbed_train_ip"]
+
+
+def connect(node, src, dst, port, timeout=2):
+    """'open', 'refused' (the packet got through, nothing listens) or 'dropped' (no answer: a firewall)."""
+    out = node(src).run("timeout %s bash -c '</dev/tcp/%s/%s' 2>&1; echo rc=$?", str(timeout), ip(dst), str(port)).stdout
+    if out.rstrip().endswith("rc=0"):
+        return "open"
+    return "dropped" if out.rstrip().endswith("rc=124") else "refused" if "refused" in out else out
+
+
+@pytest.mark.parametrize("port", [29500, 50000, 52000, 52299])
+@pytest.mark.parametrize("src, dst", PAIRS)
+def test_cluster_ports_pass_between_nodes(node, src, dst, port):
+    assert connect(node, src, dst, port) == "refused"
+
+
+@pytest.mark.parametrize("port", [22, 29500, 50000, 2049])
+@pytest.mark.parametrize("dst", CLUSTER)
+def test_outsider_is_dropped(node, dst, port):
+    assert connect(node, OUTSIDER, dst, port) == "dropped"
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_controller_ssh_works_on_a_new_connection(name):
+    run = subprocess.run(["ssh", "-o", "ControlMaster=no", "-o", "ControlPath=none", "-o", "BatchMode=yes",
+                          "-o", "UserKnownHostsFile=%s" % (STATE / "known_hosts"), "-i", str(STATE / "id_ed25519"),
+                          "root@%s" % HOSTVARS[name]["ansible_host"], "true"], capture_output=True, timeout=20, check=False)
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_ports_are_pinned(node, name):
+    host = node(name)
+    assert host.file("/proc/sys/net/ipv4/ip_local_port_range").content_string.split() == ["50000", "51999"]
+    mca = host.file("/etc/openmpi/openmpi-mca-params.conf").content_string
+    assert "btl_tcp_port_min_v4 = 52000\nbtl_tcp_port_range_v4 = 200\noob_tcp_dynamic_ipv4_ports = 52200-52299" in mca
+    assert "btl_tcp_if_include = 10.90.0.0/24" in mca
+
+
+def test_port_matrix_report_is_ok():
+    report = json.loads((INVENTORY.parent / "reports" / "port_matrix.json").read_text())
+    assert report["ok"] and report["failures"] == []
+    assert report["probes"] == 3 * 2 * 10  # 6 ordered pairs x (29500 + 3 samples of each of the 3 ranges)
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_fstab_entry(node, name):
+    fstab = node(name).file("/etc/fstab").content_string
+    assert "%s:/srv/trainops/shared /mnt/shared nfs rw,hard,noatime,nfsvers=4.1,proto=tcp,_netdev,nofail 0 0" % SERVER in fstab
+
+
+def url(path="", who=TRAIN):
+    return "%s%s?%s" % (EXPORT, path, who)
+
+
+def test_nfs_data_round_trips_between_nodes_as_the_training_user(node):
+    node("node2").check_output("echo written-on-node2 > /tmp/rt && nfs-cp /tmp/rt %s", url("/rt-node2"))
+    for reader in ("node1", "node3"):
+        assert node(reader).check_output("nfs-cat %s", url("/rt-node2")) == "written-on-node2"
+    assert "rt-node2" in node("node3").check_output("nfs-ls %s", url())
+
+
+def test_nfs_squashes_root(node):
+    out = node("node2").run("nfs-cp /etc/hostname %s 2>&1", url("/by-root", "version=4&uid=0&gid=0"))
+    assert out.rc != 0 and "NFS4ERR_ACCESS" in out.stdout
+
+
+def test_outsider_nfs_is_dropped_by_the_firewall(node):
+    out = node(OUTSIDER).run("timeout 10 nfs-ls %s 2>&1; echo rc=$?", url())
+    assert out.stdout.rstrip().endswith("rc=124"), out.stdout  # no answer at all
+
+
+def test_outsider_nfs_is_refused_by_the_export_list(node):
+    # Let the outsider through node1's firewall; the export list alone must still refuse it.
+    node("node1").check_output("nft insert rule inet trainops input ip saddr %s accept", ip(OUTSIDER))
+    out = node(OUTSIDER).run("timeout 10 nfs-ls %s 2>&1; echo rc=$?", url())
+    # Answered, and refused: NFS-Ganesha hides an export from clients it does not list (NFS4ERR_NOENT).
+    assert "rt-node2" not in out.stdout and "failed with NFS4ERR_NOENT" in out.stdout, out.stdout
+
+
+def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
+    node("node1").check_output("nft insert rule inet trainops input tcp dport 29500 drop")
+    start = time.monotonic()
+    run = playbook("ports.yml")
+    seconds = time.monotonic() - start
+    assert run.returncode != 0
+    assert "node2 -> node1 (29500): timed out" in run.stdout and "node3 -> node1 (29500): timed out" in run.stdout
+    assert seconds < 30, seconds
+
+    repair = playbook("site.yml", "--tags", "firewall")
+    assert repair.returncode == 0, repair.stdout[-3000:]
+    assert "tcp dport 29500 drop" not in node("node1").check_output("nft -s list table inet trainops")
+    assert connect(node, "node2", "node1", 29500) == "refused"
+    assert connect(node, OUTSIDER, "node1", 2049) == "dropped"  # the accept rule added above is gone too
+    assert playbook("ports.yml").returncode == 0
