@@ -76,3 +76,23 @@ def test_nodes_without_gpus_give_clean_facts():
     assert rows["gpus"]["values"] == {n: "0" for n in CLUSTER}
     assert rows["driver"]["consistent"] and set(rows["driver"]["values"].values()) == {None}
     assert rows["nccl ifname"]["values"] == {n: "eth1" for n in CLUSTER}  # the interface holding cluster_ip
+
+
+def test_verify_passes_the_cpu_rung():
+    verdicts = json.loads((INVENTORY.parent / "reports" / "verify.json").read_text())
+    by_rung = {v["rung"]: v for v in verdicts}
+    assert by_rung["network"]["passed"]
+    assert [by_rung[r]["skipped"] for r in ("gpu", "node", "pairs", "all")] == ["skipped: no GPUs on node1, node2, node3"] * 4
+    cpu = by_rung["cpu"]["runs"][0]
+    assert cpu["passed"] and cpu["ranks"] == 3 and cpu["hosts"] == CLUSTER and cpu["busbw_gbps"] > 0
+    assert (INVENTORY.parent / "reports" / "verify" / "cpu-node1.log").read_text().count('"wrong": 0') == 3 * 22
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_launch_env(node, name):
+    env = dict(line.split("=", 1) for line in node(name).file("/etc/trainops/launch.env").content_string.splitlines()
+               if line and not line.startswith("#"))
+    assert env["NODE_RANK"] == str(CLUSTER.index(name))
+    assert (env["NNODES"], env["NPROC_PER_NODE"], env["WORLD_SIZE"]) == ("3", "1", "3")
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (HOSTVARS["node1"]["cluster_ip"], "29500")
+    assert env["NCCL_SOCKET_IFNAME"] == "eth1"

@@ -99,6 +99,16 @@ def test_outsider_nfs_is_refused_by_the_export_list(node):
     assert "rt-node2" not in out.stdout and "failed with NFS4ERR_NOENT" in out.stdout, out.stdout
 
 
+def test_verify_names_the_node_whose_mpi_ports_are_dropped(node):
+    node("node2").check_output("nft insert rule inet trainops input tcp dport 52000-52299 drop")
+    start = time.monotonic()
+    run = playbook("verify.yml", "-e", "verify_cpu_timeout=30")
+    assert run.returncode != 0
+    assert "node1 -> node2 (52000): timed out" in run.stdout and "node3 -> node2 (52299): timed out" in run.stdout
+    assert "verify: ports between nodes failed" in run.stdout
+    assert time.monotonic() - start < 90
+
+
 def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
     node("node1").check_output("nft insert rule inet trainops input tcp dport 29500 drop")
     start = time.monotonic()
@@ -111,6 +121,8 @@ def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
     repair = playbook("site.yml", "--tags", "firewall")
     assert repair.returncode == 0, repair.stdout[-3000:]
     assert "tcp dport 29500 drop" not in node("node1").check_output("nft -s list table inet trainops")
+    assert "tcp dport 52000-52299 drop" not in node("node2").check_output("nft -s list table inet trainops")
     assert connect(node, "node2", "node1", 29500) == "refused"
     assert connect(node, OUTSIDER, "node1", 2049) == "dropped"  # the accept rule added above is gone too
     assert playbook("ports.yml").returncode == 0
+    assert playbook("verify.yml").returncode == 0

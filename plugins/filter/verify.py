@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the verify ladder; documentation lives in the <filter name>.yml files next to this one."""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.cluster.plugins.module_utils import ladder
+
+
+def verify_plan(nodes, gpus, settings):
+    return ladder.plan(list(nodes), dict(gpus), dict(settings))
+
+
+def verify_judge(step, outputs, gpu_facts, comm_facts, min_fraction=0.5):
+    return ladder.judge_step(dict(step), dict(outputs), dict(gpu_facts), dict(comm_facts), float(min_fraction))
+
+
+def verify_network(matrix, nodes):
+    return ladder.network_verdict(dict(matrix), list(nodes))
+
+
+def verify_rows(verdicts):
+    return ladder.report_rows(list(verdicts))
+
+
+class FilterModule:
+    def filters(self):
+        return {"verify_plan": verify_plan, "verify_judge": verify_judge, "verify_network": verify_network, "verify_rows": verify_rows}
