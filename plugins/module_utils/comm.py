@@ -34,6 +34,8 @@ if metadata is not None:
                 seen.add(key)
                 out["packages"].append({"name": name, "version": dist.version, "location": key[1]})
 try:
+    if "--no-torch" in sys.argv:
+        raise ImportError("not probed (probe_torch is false)")
     import torch
     info = {"version": str(torch.__version__), "cuda": torch.version.cuda, "nccl": None, "device_count": None}
     out["torch"] = info

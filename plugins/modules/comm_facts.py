@@ -35,6 +35,12 @@ options:
       - A name is looked up in E(PATH). Defaults to the Python running this module.
       - torch not being importable is a fact, not a failure.
     type: str
+  probe_torch:
+    description:
+      - Import torch to read its version, CUDA and NCCL. Importing it takes seconds; without it the pip NCCL packages
+        are still listed.
+    type: bool
+    default: true
   timeout:
     description:
       - Seconds each external command (probe) may run before it is killed and reported as timed out.
@@ -44,7 +50,8 @@ options:
   nccl_tests_path:
     description:
       - Directory holding the nccl-tests binaries (its C(build/) subdirectory is also tried).
-      - When not set, C(all_reduce_perf) is looked up in E(PATH) and C(/opt/nccl-tests/build).
+      - When not set, C(all_reduce_perf) is looked up in E(PATH), C(/opt/trainops/nccl-tests/src/build) (where
+        the role trainops.cluster.nccl_tests builds it) and C(/opt/nccl-tests/build).
     type: path
 attributes:
   check_mode:
@@ -228,7 +235,7 @@ LIBRARY_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-gnu', '/usr
                 '/opt/amazon/ofi-nccl/lib64', '/opt/aws-ofi-nccl/lib', '/usr/local/gib/lib64']
 MPI_DIRS = ['/opt/hpcx/ompi/bin', '/usr/lib64/openmpi/bin', '/usr/lib64/mpich/bin', '/opt/amazon/openmpi/bin', '/usr/mpi/gcc/openmpi/bin',
             '/opt/intel/oneapi/mpi/latest/bin']
-NCCL_TESTS_DIRS = ['/opt/nccl-tests/build']
+NCCL_TESTS_DIRS = ['/opt/trainops/nccl-tests/src/build', '/opt/nccl-tests/build']
 
 
 def run(module, argv, timeout):
@@ -257,13 +264,13 @@ def resolve_python(module, python):
     return module.get_bin_path(python)
 
 
-def probe_python(module, python, timeout, unavailable):
+def probe_python(module, python, timeout, unavailable, probe_torch=True):
     """The torch probe's parsed result, with pip's answer when the probe could not list packages."""
     path = resolve_python(module, python)
     if path is None:
         unavailable['python'] = '%s not found or not executable' % python
         return parse_torch_probe(''), path
-    argv = [path, '-c', TORCH_PROBE]
+    argv = [path, '-c', TORCH_PROBE] + ([] if probe_torch else ['--no-torch'])
     rc, out, err, timed_out = run(module, argv, timeout)
     if rc == 0 and '{' in out:
         probe = parse_torch_probe(out)
@@ -391,7 +398,7 @@ def gather(module):
     unavailable = {}
 
     python = params['python'] or sys.executable
-    probe, python_path = probe_python(module, python, timeout, unavailable)
+    probe, python_path = probe_python(module, python, timeout, unavailable, params['probe_torch'])
 
     ldconfig_entries = []
     ldconfig = find_tool(module, 'ldconfig', [], unavailable, '/sbin, /usr/sbin')
@@ -455,6 +462,7 @@ def main():
         argument_spec=dict(
             cluster_ip=dict(type='str'),
             python=dict(type='str'),
+            probe_torch=dict(type='bool', default=True),
             timeout=dict(type='int', default=20),
             nccl_tests_path=dict(type='path'),
         ),
