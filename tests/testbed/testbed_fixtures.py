@@ -42,6 +42,12 @@ PAIRS = [(a, b) for a in CLUSTER for b in CLUSTER if a != b]
 _hosts = {}
 
 
+def adhoc(pattern, module, args, timeout=300):
+    """Run one module on inventory hosts (to put files on nodes, say); returns the CompletedProcess."""
+    return subprocess.run([tool("ansible"), "-i", str(INVENTORY), pattern, "-m", module, "-a", args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def connect(name):
     """A testinfra host for an inventory node, as root over the management network."""
     if name not in _hosts:

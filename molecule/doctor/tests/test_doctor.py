@@ -1,0 +1,152 @@
+"""Fault injection: each classic hang alone, named by doctor.yml within 30 s; site.yml repairs; check mode.
+
+Tests run in file order; each fault test leaves the cluster healthy again for the next one.
+"""
+
+import json
+import subprocess
+import time
+
+from testbed_fixtures import HOSTVARS, INVENTORY, PROJECT, STATE, adhoc, playbook
+
+LIMIT = 30
+MODEL = PROJECT / "tests" / "fixtures" / "models" / "llama-2-7b-config.json"
+REPORTS = INVENTORY.parent / "reports"
+MANAGED = ["/etc/hosts", "/etc/fstab", "/etc/trainops/launch.env", "/usr/local/bin/trainops-run", "/usr/local/bin/trainops-env",
+           "/home/train/.ssh/authorized_keys", "/home/train/.ssh/known_hosts", "/home/train/.ssh/config",
+           "/etc/openmpi/openmpi-mca-params.conf", "/etc/trainops/firewall.nft"]
+
+
+def doctor(*args):
+    start = time.monotonic()
+    run = playbook("doctor.yml", *args)
+    return run, time.monotonic() - start
+
+
+def assert_named(*needles, args=()):
+    run, seconds = doctor(*args)
+    assert run.returncode != 0, run.stdout[-2000:]
+    for needle in needles:
+        assert needle in run.stdout, needle
+    assert seconds < LIMIT, "doctor took %.1f s" % seconds
+    return run
+
+
+def repair(*tags):
+    args = ("--tags", ",".join(tags)) if tags else ()
+    run = playbook("site.yml", *args)
+    assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_healthy_cluster_passes(node):
+    run, seconds = doctor()
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert seconds < LIMIT, "doctor took %.1f s" % seconds
+    report = json.loads((REPORTS / "doctor.json").read_text())
+    assert report["ok"] and {f["check"] for f in report["findings"]} >= {"reachable", "versions", "names", "ssh", "interface",
+                                                                         "ranks", "ports", "limits", "storage", "gpus"}
+
+
+def test_a_hosts_line_removed(node):
+    node("node2").check_output("sed -i '/\\tnode3$/d' /etc/hosts")
+    assert_named("cannot resolve node3")
+    repair("hosts")
+
+
+def test_b_two_nodes_with_the_same_hostname(node):
+    node("node3").check_output("hostname node2")
+    assert_named("its hostname is node2, not node3", "has the same hostname (node2) as node2")
+    repair("hosts")
+
+
+def test_c_authorized_keys_emptied(node):
+    node("node2").check_output(": > /home/train/.ssh/authorized_keys")
+    assert_named("-> node2 (name): permission denied")
+    repair("cluster_user")
+
+
+def test_d_master_port_dropped_on_the_master(node):
+    node("node1").check_output("nft insert rule inet trainops input tcp dport 29500 drop")
+    assert_named("node2 -> node1:29500 timed out", "node3 -> node1:29500 timed out")
+    repair("firewall")
+
+
+def test_e_nccl_interface_missing(node):
+    node("node2").check_output("sed -i 's/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=ib9/' /etc/trainops/launch.env")
+    assert_named("NCCL_SOCKET_IFNAME=ib9: no such interface")
+    repair("launch")
+
+
+def test_f_version_drift(node):
+    assert adhoc("node3", "ansible.builtin.copy", "src=%s/tests/fixtures/gpu/ dest=/opt/replay/" % PROJECT).returncode == 0
+    node("node3").check_output("printf '#!/bin/sh\\nexec /opt/replay/variants/nvidia-smi-replay \"$@\"\\n' > /usr/local/bin/nvidia-smi"
+                               " && chmod 755 /usr/local/bin/nvidia-smi /opt/replay/variants/nvidia-smi-replay")
+    try:
+        assert_named("driver is 580.159.04", "2 GPUs, expected 0")
+    finally:
+        node("node3").check_output("rm -rf /usr/local/bin/nvidia-smi /opt/replay")
+
+
+def test_g_master_addr_loopback(node):
+    node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
+    assert_named("MASTER_ADDR=127.0.0.1 is loopback")
+    repair("launch")
+
+
+def test_h_shm_64m_in_the_wrapper(node):
+    node("node2").check_output("sed -i 's/--ipc host/--ipc private --shm-size 64m/' /usr/local/bin/trainops-run")
+    assert_named("/dev/shm inside trainops-run is 64 MiB")
+    repair("containers")
+
+
+def test_i_shared_mount_missing(node):
+    node("node2").check_output("sed -i '\\# /mnt/shared #d' /etc/fstab")
+    assert_named("no /mnt/shared entry in /etc/fstab")
+    repair("shared_storage")
+
+
+def test_j_tensor_parallel_does_not_divide_heads():
+    assert_named("tensor parallel 3 does not divide 32 attention heads", args=("-e", "train_tp=3", "-e", "train_model_config=%s" % MODEL))
+
+
+def test_k_node_stopped(node):
+    name = "trainops-molecule-doctor-node3"
+    subprocess.run(["podman", "stop", "-t", "2", name], check=True, capture_output=True)
+    try:
+        assert_named("unreachable from the controller", "-> node3 (name)")
+    finally:
+        subprocess.run(["podman", "start", name], check=True, capture_output=True)
+    # A restart hands out the interfaces anew (eth0/eth1 may swap) and rebinds /etc/hostname: site.yml repairs both.
+    for dummy in range(30):
+        if subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "-o", "UserKnownHostsFile=%s" % (STATE / "known_hosts"),
+                           "-i", str(STATE / "id_ed25519"), "root@%s" % HOSTVARS["node3"]["ansible_host"], "true"],
+                          capture_output=True, check=False).returncode == 0:
+            break
+        time.sleep(2)
+    repair()
+    run, _seconds = doctor()
+    assert run.returncode == 0, run.stdout[-3000:]
+
+
+def checksums(node):
+    return {name: node(name).run("sha256sum %s 2>&1; nft -s list table inet trainops | sha256sum", " ".join(MANAGED)).stdout
+            for name in ("node1", "node2", "node3")}
+
+
+def test_check_mode_shows_drift_and_changes_nothing_then_site_repairs_all(node):
+    node("node2").check_output("sed -i '/\\tnode3$/d' /etc/hosts && : > /home/train/.ssh/authorized_keys && "
+                               "sed -i 's/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=ib9/' /etc/trainops/launch.env && "
+                               "sed -i 's/--ipc host/--ipc private --shm-size 64m/' /usr/local/bin/trainops-run && "
+                               "sed -i '\\# /mnt/shared #d' /etc/fstab")
+    node("node1").check_output("nft insert rule inet trainops input tcp dport 29500 drop")
+    node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
+    before = checksums(node)
+    check = playbook("site.yml", "--check", "--diff")
+    assert checksums(node) == before
+    recap = check.stdout.split("PLAY RECAP")[-1]
+    assert "changed=0" not in recap.split("node2")[1].split("\n")[0]
+    for drift in ("+10.96.0.13\tnode3", "+NCCL_SOCKET_IFNAME=eth", "+    --ipc host"):
+        assert drift in check.stdout, drift
+    repair()
+    run, _seconds = doctor()
+    assert run.returncode == 0, run.stdout[-3000:]

@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+import json
+from pathlib import Path
+
+from ansible_collections.trainops.cluster.plugins.module_utils import doctor
+from ansible_collections.trainops.cluster.plugins.module_utils.inventory import node_records
+
+HOSTVARS = {"node1": {"cluster_ip": "10.0.0.1"}, "node2": {"cluster_ip": "10.0.0.2"}, "node3": {"cluster_ip": "10.0.0.3"}}
+NODES = node_records(HOSTVARS, ["node1", "node2", "node3"])
+MODEL = json.loads((Path(__file__).parents[3] / "fixtures" / "models" / "llama-2-7b-config.json").read_text())
+
+
+def env(rank, **changes):
+    base = {"NNODES": "3", "NODE_RANK": str(rank), "NPROC_PER_NODE": "1", "WORLD_SIZE": "3", "MASTER_ADDR": "10.0.0.1",
+            "MASTER_PORT": "29500", "NCCL_SOCKET_IFNAME": "eth1"}
+    base.update(changes)
+    return base
+
+
+def fails(findings):
+    return [(f["node"], f["detail"]) for f in findings if f["status"] == "fail"]
+
+
+def test_parse_env():
+    assert doctor.parse_env("# c\nNODE_RANK=1\nX=a=b\n\n") == {"NODE_RANK": "1", "X": "a=b"}
+    assert doctor.parse_env(None) is None
+
+
+def test_names_missing_line_loopback_and_duplicate_hostname():
+    good = {name: n["cluster_ip"] for n in NODES for name in n["names"]}
+    resolved = {"node1": dict(good, node2=None), "node2": dict(good, node2="127.0.1.1"), "node3": good}
+    hostnames = {"node1": "node1", "node2": "node2", "node3": "node2"}
+    assert fails(doctor.names(NODES, resolved, hostnames)) == [
+        ("node1", "cannot resolve node2"),
+        ("node2", "resolves node2 to loopback 127.0.1.1; has the same hostname (node2) as node3"),
+        ("node3", "its hostname is node2, not node3; has the same hostname (node2) as node2")]
+
+
+def test_interface_missing_and_wrong():
+    interfaces = [{"name": "eth0", "addresses": ["10.9.0.2/24"]}, {"name": "eth1", "addresses": ["10.0.0.2/24"]}]
+    assert doctor.interface("node2", env(1), interfaces, "10.0.0.2", [])[0]["status"] == "ok"
+    assert fails(doctor.interface("node2", env(1, NCCL_SOCKET_IFNAME="ib9"), interfaces, "10.0.0.2", [])) == [
+        ("node2", "NCCL_SOCKET_IFNAME=ib9: no such interface (cluster_ip 10.0.0.2 is on eth1)")]
+    assert fails(doctor.interface("node2", env(1, NCCL_SOCKET_IFNAME="eth0"), interfaces, "10.0.0.2",
+                                  [{"device": "mlx5_0", "port": 1, "state": "DOWN"}])) == [
+        ("node2", "NCCL_SOCKET_IFNAME=eth0 does not hold cluster_ip 10.0.0.2 (eth1 does)"),
+        ("node2", "InfiniBand/RoCE ports not active: mlx5_0:1 DOWN")]
+
+
+def test_ranks():
+    nproc = {"node1": 1, "node2": 1, "node3": 1}
+    envs = {"node1": env(0), "node2": env(0), "node3": env(2, MASTER_ADDR="127.0.0.1")}
+    out = doctor.ranks(NODES, envs, nproc, 29500, "LISTEN 0 4096 *:29500 users:((\"python\",pid=7))")
+    assert fails(out) == [("node2", "NODE_RANK=0, expected 1 (also on node1)"),
+                          ("node3", "MASTER_ADDR=127.0.0.1 is loopback: every node would wait for itself")]
+    assert [f["status"] for f in out if f["node"] == "node1"] == ["ok", "warn"]
+    assert fails(doctor.ranks(NODES, {"node1": env(0), "node2": None, "node3": env(2)}, nproc, 29500, None)) == [
+        ("node2", "no launch environment (launch.env missing)")]
+
+
+def test_limits():
+    assert fails(doctor.limits("node2", 64 * 2 ** 20, "unlimited", "inside trainops-run", 2 ** 30)) == [
+        ("node2", "/dev/shm inside trainops-run is 64 MiB (< 1024 MiB): NCCL's shared memory and data loaders run out")]
+    assert doctor.limits("node2", 2 ** 34, "unlimited", "inside trainops-run", 2 ** 30)[0]["status"] == "ok"
+
+
+def test_storage():
+    ok = {"present": True, "source": "10.0.0.1:/srv", "mounted": True, "expect_mounted": True, "writable": True, "sees": True,
+          "free_bytes": 2 ** 40}
+    state = {"node1": ok, "node2": dict(ok, present=False, mounted=False, source=None), "node3": dict(ok, sees=False, free_bytes=2 ** 30)}
+    assert fails(doctor.storage(["node1", "node2", "node3"], state, "/mnt/shared", 10 * 2 ** 30)) == [
+        ("node2", "no /mnt/shared entry in /etc/fstab; /mnt/shared is not mounted"),
+        ("node3", "does not see the file another node wrote to /mnt/shared; only 1 GiB free in /mnt/shared (< 10 GiB)")]
+
+
+def test_plan():
+    assert fails(doctor.plan(MODEL, 3, 1, 6)) == [
+        ("-", "tensor parallel 3 does not divide 32 attention heads; tensor parallel 3 does not divide 32 KV heads (nor replicates them evenly)")]
+    assert doctor.plan(MODEL, 2, 2, 8)[0]["status"] == "ok"
+    assert fails(doctor.plan(MODEL, 4, 3, 24))[0][1] == "pipeline parallel 3 does not divide 32 layers"
+
+
+def test_gpus_and_summary():
+    facts = {"gpu_count": 7, "xid_errors": [{"xid": 79, "pci": "0000:3b:00"}]}
+    findings = doctor.gpus("node2", facts, 8) + doctor.reachable(["node1", "node3"], ["node3"])
+    summary = doctor.summarize(findings)
+    assert not summary["ok"] and summary["failed_checks"] == ["reachable", "gpus"]
+    assert summary["rows"][0][:3] == ["reachable", "node3", "FAIL"]
+    assert ("node2", "Xid errors since boot: 79 on 0000:3b:00") in fails(findings)
