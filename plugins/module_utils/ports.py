@@ -80,11 +80,7 @@ def probes_for(nodes, self_name, ports):
             for node in nodes if node["host"] != self_name for port in ports]
 
 
-def open_listener(address, port, socket_factory=socket.socket):
-    """Listen on address:port. Returns (socket or None, {port, state, error}); state is listening, served or failed.
-
-    A port already in use is "served": the service holding it answers the peers instead of us.
-    """
+def _listen(address, port, socket_factory):
     sock = None
     try:
         family, kind, proto, dummy, sockaddr = socket.getaddrinfo(address, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0]
@@ -96,10 +92,38 @@ def open_listener(address, port, socket_factory=socket.socket):
     except OSError as exc:
         if sock is not None:
             sock.close()
-        if getattr(exc, "errno", None) == errno.EADDRINUSE:
+        return None, exc
+    return sock, None
+
+
+def _answers(address, port, timeout=0.5):
+    """Does something accept connections on address:port right now?"""
+    try:
+        socket.create_connection((address, port), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def open_listener(address, port, socket_factory=socket.socket, settle=2.0, clock=time.monotonic, sleep=time.sleep, answers=_answers):
+    """Listen on address:port. Returns (socket or None, {port, state, error}); state is listening, served or failed.
+
+    A port already in use by a listening service is "served": that service answers the peers instead of us. A port
+    held by sockets that do not listen (a program's connections still closing) is retried for `settle` seconds.
+    """
+    give_up = clock() + settle
+    while True:
+        sock, exc = _listen(address, port, socket_factory)
+        if sock is not None:
+            return sock, {"port": port, "state": "listening", "error": None}
+        if getattr(exc, "errno", None) != errno.EADDRINUSE:
+            return None, {"port": port, "state": "failed", "error": "cannot listen on %s:%s: %s" % (address, port, classify_error(exc))}
+        if answers(address, port):
             return None, {"port": port, "state": "served", "error": None}
-        return None, {"port": port, "state": "failed", "error": "cannot listen on %s:%s: %s" % (address, port, classify_error(exc))}
-    return sock, {"port": port, "state": "listening", "error": None}
+        if clock() >= give_up:
+            return None, {"port": port, "state": "failed",
+                          "error": "%s:%s is in use by sockets that accept no connections" % (address, port)}
+        sleep(0.2)
 
 
 def accept_until(socks, deadline, clock=time.monotonic):

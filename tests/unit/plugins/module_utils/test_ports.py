@@ -331,3 +331,17 @@ def test_a_single_node_does_not_wait_for_the_window():
     assert time.monotonic() - start < 0.5
     assert result["results"] == [] and result["failed_probes"] == 0
     assert [item["state"] for item in result["listeners"]] == ["served", "listening"]
+
+
+def test_port_held_by_a_socket_that_does_not_listen_is_retried_then_failed():
+    holder = socket.socket()
+    holder.bind(("127.0.0.2", 0))  # bound, never listening: binds to the port fail, connections are refused
+    port = holder.getsockname()[1]
+    clock = iter(range(100)).__next__
+    sock, info = ports.open_listener("127.0.0.2", port, settle=3, clock=clock, sleep=lambda seconds: None)
+    assert sock is None and info == {"port": port, "state": "failed",
+                                     "error": "127.0.0.2:%d is in use by sockets that accept no connections" % port}
+    holder.close()
+    sock, info = ports.open_listener("127.0.0.2", port)
+    assert info["state"] == "listening"
+    sock.close()
