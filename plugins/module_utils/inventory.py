@@ -14,7 +14,39 @@ import re
 USER_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HOSTNAME_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 # Settings that must hold one value on every node: a per-host override of these breaks the cluster.
-CLUSTER_WIDE = ("cluster_network", "cluster_master_port", "cluster_user_name", "cluster_user_uid", "cluster_user_gid", "cluster_user_home")
+CLUSTER_WIDE = ("cluster_network", "cluster_master_port", "cluster_user_name", "cluster_user_uid", "cluster_user_gid", "cluster_user_home",
+                "cluster_nccl_port_range", "cluster_mpi_btl_ports", "cluster_mpi_oob_ports", "cluster_shared_dir")
+PORT_RANGES = ("cluster_nccl_port_range", "cluster_mpi_btl_ports", "cluster_mpi_oob_ports")
+
+
+def _port_range(value):
+    """'lo-hi' -> (lo, hi) within 1024-65535, else None."""
+    try:
+        low, high = (int(part) for part in str(value).split("-"))
+    except ValueError:
+        return None
+    return (low, high) if 1024 <= low <= high <= 65535 else None
+
+
+def _check_ports(host, s):
+    errors, ranges = [], {}
+    for var in PORT_RANGES:
+        found = _port_range(s.get(var))
+        if found is None:
+            errors.append("%s: %s %r must be a port range lo-hi within 1024-65535, e.g. 50000-51999." % (host, var, s.get(var)))
+        else:
+            ranges[var] = found
+    port = s.get("cluster_master_port")
+    for var, (low, high) in ranges.items():
+        if isinstance(port, int) and low <= port <= high:
+            errors.append("%s: %s %s-%s contains cluster_master_port %s. Move one of them." % (host, var, low, high, port))
+    names = sorted(ranges)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            if ranges[first][0] <= ranges[second][1] and ranges[second][0] <= ranges[first][1]:
+                errors.append("%s: %s and %s overlap (%s-%s, %s-%s). Give each its own ports." % (
+                    host, first, second, ranges[first][0], ranges[first][1], ranges[second][0], ranges[second][1]))
+    return errors
 
 
 def _unique(names):
@@ -98,6 +130,9 @@ def _check_settings(host, s):
     if not isinstance(name, str) or not USER_NAME_RE.match(name) or name == "root":
         errors.append("%s: cluster_user_name %r is not a valid name for the training user (lowercase, starts with a letter or '_', "
                       "at most 32 characters, not root)." % (host, name))
+    if not str(s.get("cluster_shared_dir", "/")).startswith("/"):
+        errors.append("%s: cluster_shared_dir %r must be an absolute path." % (host, s.get("cluster_shared_dir")))
+    errors.extend(_check_ports(host, s))
     for var in ("cluster_user_uid", "cluster_user_gid"):
         value = s.get(var)
         if not isinstance(value, int) or isinstance(value, bool) or not 1000 <= value <= 60000:

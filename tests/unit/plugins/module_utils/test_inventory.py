@@ -11,6 +11,10 @@ SETTINGS = {
     "cluster_user_uid": 2000,
     "cluster_user_gid": 2000,
     "cluster_user_home": "/home/train",
+    "cluster_nccl_port_range": "50000-51999",
+    "cluster_mpi_btl_ports": "52000-52199",
+    "cluster_mpi_oob_ports": "52200-52299",
+    "cluster_shared_dir": "/mnt/shared",
 }
 
 
@@ -135,3 +139,19 @@ def test_uid_and_gid_taken_by_others():
 def test_user_exists_with_another_uid():
     errors = node_errors(state(passwd={"train": ["x", "1001", "1001"]}))
     assert errors == ["node2: user train exists with uid 1001, not cluster_user_uid 2000. Set cluster_user_uid to match, or fix the account on node2."]
+
+
+def test_port_ranges_and_shared_dir():
+    settings = {h: {"cluster_nccl_port_range": "29000-30000", "cluster_mpi_btl_ports": "52000", "cluster_shared_dir": "mnt"} for h in good()}
+    errors = cluster(good(), settings)[1]
+    assert errors == [
+        "node1: cluster_shared_dir 'mnt' must be an absolute path.",
+        "node1: cluster_mpi_btl_ports '52000' must be a port range lo-hi within 1024-65535, e.g. 50000-51999.",
+        "node1: cluster_nccl_port_range 29000-30000 contains cluster_master_port 29500. Move one of them.",
+    ] + errors[3:] and len(errors) == 9  # the same three for node2 and node3
+
+
+def test_overlapping_ranges():
+    settings = {h: {"cluster_mpi_oob_ports": "52100-52299"} for h in good()}
+    assert cluster(good(), settings)[1][0] == ("node1: cluster_mpi_btl_ports and cluster_mpi_oob_ports overlap "
+                                               "(52000-52199, 52100-52299). Give each its own ports.")

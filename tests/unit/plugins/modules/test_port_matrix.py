@@ -4,10 +4,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.trainops.cluster.plugins.module_utils.reachability import summarize
 from ansible_collections.trainops.cluster.plugins.modules import port_matrix
+from helpers.sockets import filtered, free_ports, serving
 
 COLLECTIONS = Path(__file__).resolve().parents[4] / ".collections"
 MODULE = "ansible_collections.trainops.cluster.plugins.modules.port_matrix"
@@ -27,44 +26,6 @@ NODES = [{"host": "node1", "short": "node1", "cluster_ip": "127.0.0.2", "rank": 
 
 
 # The three helpers below are also in tests/unit/plugins/module_utils/test_ports.py (test folders are no packages).
-def free_ports(count):
-    """Ports nobody listens on right now (the kernel's pick of ephemeral ports)."""
-    socks = [socket.socket() for dummy in range(count)]
-    for sock in socks:
-        sock.bind(("127.0.0.1", 0))
-    found = [sock.getsockname()[1] for sock in socks]
-    for sock in socks:
-        sock.close()
-    return found
-
-
-@contextlib.contextmanager
-def serving(address, port, backlog=64):
-    """Another service already listening on address:port (it never accepts; the kernel completes handshakes)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((address, port))
-    sock.listen(backlog)
-    try:
-        yield
-    finally:
-        sock.close()
-
-
-@contextlib.contextmanager
-def filtered(address, port):
-    """address:port drops SYNs like a firewall DROP rule: a listener whose accept queue is full. Connects time out."""
-    with serving(address, port, backlog=0), contextlib.ExitStack() as held:
-        for dummy in range(8):
-            try:
-                held.enter_context(socket.create_connection((address, port), timeout=0.3))
-            except socket.timeout:
-                break
-        else:
-            pytest.fail("the accept queue of %s:%s never filled up" % (address, port))
-        yield
-
-
 def start_module(args_file, **args):
     """The module as its own process, its arguments in a file as Ansible hands them over."""
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
