@@ -121,8 +121,9 @@ def open_listener(address, port, socket_factory=socket.socket, settle=2.0, clock
         if answers(address, port):
             return None, {"port": port, "state": "served", "error": None}
         if clock() >= give_up:
-            return None, {"port": port, "state": "failed",
-                          "error": "%s:%s is in use by sockets that accept no connections" % (address, port)}
+            # Typically TIME_WAIT connections of a job that just ended (e.g. MPI), whose listener had no SO_REUSEADDR.
+            return None, {"port": port, "state": "busy",
+                          "error": "%s:%s is held by closing connections of an earlier program" % (address, port)}
         sleep(0.2)
 
 
@@ -200,3 +201,28 @@ def run_matrix(nodes, self_name, ports, bind_address, connect_timeout, window, p
         "failed_probes": sum(1 for r in results if not r["ok"]),
         "seconds": round(time.monotonic() - start, 3),
     }
+
+
+def reconcile(results_by_source, listeners_by_node):
+    """Probes refused by a node that could not listen on the port ("busy") still prove the path is open.
+
+    A refusal is the target's own answer to the SYN, so the network and firewalls let it through; only a silent
+    drop (a timeout) means blocked. Such probes become ok, with a note. Returns a new {source: results} mapping.
+    """
+    busy = set()
+    for node, listeners in listeners_by_node.items():
+        for listener in listeners or []:
+            if listener.get("state") == "busy":
+                busy.add((node, str(listener["port"])))
+    out = {}
+    for source, results in results_by_source.items():
+        if results is None:
+            out[source] = None
+            continue
+        out[source] = []
+        for result in results:
+            if not result["ok"] and result.get("error") == "refused" and (result["target"], str(result["via"])) in busy:
+                result = dict(result, ok=True, error=None,
+                              note="refused: %s:%s was held by closing connections, but the path is open" % (result["target"], result["via"]))
+            out[source].append(result)
+    return out

@@ -150,7 +150,10 @@ listeners:
     state:
       description:
         - C(listening) when this module listened on the port for the window.
-        - C(served) when the port was already in use, so an existing service answers.
+        - C(served) when the port was already in use by a listening service, which answers instead.
+        - C(busy) when the port was held by closing connections of a program that just ended (TIME_WAIT sockets
+          of a listener without SO_REUSEADDR, as MPI leaves them) and nothing listens; peers are refused, which
+          still shows the path is open (P(trainops.cluster.port_matrix_reconcile#filter)).
         - C(failed) when the listener could not be opened for another reason. Peers then find this port C(refused).
       type: str
       sample: listening

@@ -301,9 +301,22 @@ def test_port_held_by_a_socket_that_does_not_listen_is_retried_then_failed():
     port = holder.getsockname()[1]
     clock = iter(range(100)).__next__
     sock, info = ports.open_listener("127.0.0.2", port, settle=3, clock=clock, sleep=lambda seconds: None)
-    assert sock is None and info == {"port": port, "state": "failed",
-                                     "error": "127.0.0.2:%d is in use by sockets that accept no connections" % port}
+    assert sock is None and info == {"port": port, "state": "busy",
+                                     "error": "127.0.0.2:%d is held by closing connections of an earlier program" % port}
     holder.close()
     sock, info = ports.open_listener("127.0.0.2", port)
     assert info["state"] == "listening"
     sock.close()
+
+
+def test_reconcile_refusals_from_a_busy_port():
+    results = {"node1": [{"target": "node2", "via": "52000", "ok": False, "error": "refused"},
+                         {"target": "node2", "via": "29500", "ok": False, "error": "refused"},
+                         {"target": "node3", "via": "52000", "ok": False, "error": "timed out"}],
+               "node3": None}
+    listeners = {"node2": [{"port": 52000, "state": "busy"}, {"port": 29500, "state": "listening"}],
+                 "node3": [{"port": 52000, "state": "busy"}]}
+    out = ports.reconcile(results, listeners)
+    assert [r["ok"] for r in out["node1"]] == [True, False, False]
+    assert out["node1"][0]["note"] == "refused: node2:52000 was held by closing connections, but the path is open"
+    assert out["node3"] is None
