@@ -22,6 +22,15 @@ SSH_ERRORS = (
 )
 
 
+# sshd drops connections beyond MaxStartups (10 unauthenticated by default) while every node dials every other
+# at once; such a drop is worth one more try.
+TRANSIENT = ("Connection closed", "Connection reset", "kex_exchange_identification")
+
+
+def transient(rc, stderr):
+    return rc == 255 and any(needle in stderr for needle in TRANSIENT)
+
+
 def ssh_argv(address, connect_timeout, ssh="ssh", command="hostname"):
     """The probe: non-interactive, strict host key checking, a bounded connect."""
     return [ssh, "-n", "-T",

@@ -42,9 +42,11 @@ options:
     type: int
     default: 15
   parallel:
-    description: Probes in flight at once.
+    description:
+      - Probes in flight at once. Every node dials every other at the same time, and sshd refuses connections beyond
+        its C(MaxStartups) (10 by default), so a refused handshake is tried once more after a second.
     type: int
-    default: 64
+    default: 8
 attributes:
   check_mode:
     support: full
@@ -98,7 +100,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
-from ansible_collections.trainops.cluster.plugins.module_utils.mesh import probe_result, probes_for, run_parallel, ssh_argv
+from ansible_collections.trainops.cluster.plugins.module_utils.mesh import probe_result, probes_for, run_parallel, ssh_argv, transient
+
+RETRY_DELAY = 1
 
 
 def main():
@@ -108,7 +112,7 @@ def main():
             by=dict(type="list", elements="str", choices=["name", "ip"], default=["name", "ip"]),
             connect_timeout=dict(type="int", default=5),
             timeout=dict(type="int", default=15),
-            parallel=dict(type="int", default=64),
+            parallel=dict(type="int", default=8),
         ),
         supports_check_mode=True,
     )
@@ -120,7 +124,11 @@ def main():
 
     def run_one(probe):
         start = time.monotonic()
-        rc, out, err, timed_out = run_bounded(module, ssh_argv(probe["address"], p["connect_timeout"], ssh=ssh), p["timeout"])
+        argv = ssh_argv(probe["address"], p["connect_timeout"], ssh=ssh)
+        rc, out, err, timed_out = run_bounded(module, argv, p["timeout"])
+        if transient(rc, err):
+            time.sleep(RETRY_DELAY)
+            rc, out, err, timed_out = run_bounded(module, argv, p["timeout"])
         return probe_result(probe, rc, out, err, time.monotonic() - start, timed_out=timed_out, timeout=p["timeout"])
 
     start = time.monotonic()

@@ -20,7 +20,11 @@ MANAGED = ["/etc/hosts", "/etc/fstab", "/etc/trainops/launch.env", "/usr/local/b
 def doctor(*args):
     start = time.monotonic()
     run = playbook("doctor.yml", *args)
-    return run, time.monotonic() - start
+    seconds = time.monotonic() - start
+    # Kept for the record: how long each diagnosis took.
+    with open(REPORTS / "doctor-timings.txt", "a") as log:
+        log.write("%.1f s  doctor.yml %s -> rc %d\n" % (seconds, " ".join(args), run.returncode))
+    return run, seconds
 
 
 def assert_named(*needles, args=()):

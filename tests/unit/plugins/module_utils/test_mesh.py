@@ -69,3 +69,10 @@ def test_run_parallel_is_parallel_and_ordered():
     assert out == [p["address"] for p in probes]
     assert peak[0] == len(probes)
     assert time.monotonic() - start < 1.0
+
+
+def test_transient_refusals_are_retried_but_not_real_errors():
+    assert mesh.transient(255, "kex_exchange_identification: Connection closed by remote host\r\n")
+    assert mesh.transient(255, "ssh_exchange_identification: read: Connection reset by peer\r\n")
+    assert not mesh.transient(255, "train@node3: Permission denied (publickey).\r\n")
+    assert not mesh.transient(0, "")
