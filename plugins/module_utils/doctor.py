@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ipaddress
 
+# Xid errors that an application causes (bad memory access, a kernel of its own killed): worth a look, not a drain.
+APPLICATION_XIDS = (13, 31, 43, 45)
 CHECKS = ("reachable", "versions", "names", "ssh", "interface", "ranks", "ports", "limits", "storage", "plan", "gpus")
 
 
@@ -104,7 +106,8 @@ def interface(node, env, interfaces, cluster_ip, infiniband):
 
 
 def ranks(nodes, envs, nproc, port, listening):
-    """envs: {node: launch.env dict or None}; nproc: {node: expected processes}; listening: master port holder or None."""
+    """envs: {node: launch.env dict or None; absent: not checked}; nproc: {node: expected processes, None when unknown};
+    listening: master port holder or None. WORLD_SIZE is judged only when every node's processes are known."""
     fix = "Run site.yml (role launch) to rewrite launch.env."
     master = nodes[0]
     out = []
@@ -114,7 +117,8 @@ def ranks(nodes, envs, nproc, port, listening):
         if env is None:
             continue
         seen.setdefault(env.get("NODE_RANK"), []).append(n["host"])
-    world = sum(nproc.get(n["host"], 0) for n in nodes)
+    known = [nproc.get(n["host"]) for n in nodes]
+    world = sum(known) if None not in known else None
     for n in nodes:
         host, env = n["host"], envs.get(n["host"])
         if env is None:
@@ -139,8 +143,8 @@ def ranks(nodes, envs, nproc, port, listening):
         if env.get("NNODES") != str(len(nodes)):
             problems.append("NNODES=%s, expected %d" % (env.get("NNODES"), len(nodes)))
         if env.get("NPROC_PER_NODE") != str(nproc.get(host)):
-            problems.append("NPROC_PER_NODE=%s, but the node has %s GPUs" % (env.get("NPROC_PER_NODE"), nproc.get(host)))
-        if env.get("WORLD_SIZE") != str(world):
+            problems.append("NPROC_PER_NODE=%s, expected %s" % (env.get("NPROC_PER_NODE"), nproc.get(host)))
+        if world is not None and env.get("WORLD_SIZE") != str(world):
             problems.append("WORLD_SIZE=%s, the GPUs add up to %d" % (env.get("WORLD_SIZE"), world))
         out.append(finding("ranks", host, "fail", "; ".join(problems), fix) if problems else finding("ranks", host, "ok", "rank %s" % n["rank"]))
     if listening:
@@ -170,7 +174,8 @@ def limits(node, shm_bytes, memlock, where, min_shm_bytes):
     if shm_bytes < min_shm_bytes:
         out.append(finding("limits", node, "fail", "/dev/shm %s is %d MiB (< %d MiB): NCCL's shared memory and data loaders run out"
                            % (where, shm_bytes // 2 ** 20, min_shm_bytes // 2 ** 20), shm_fix))
-    if memlock not in ("unlimited", None) and int(memlock) < 2 ** 30:
+    # ulimit -l is in KiB.
+    if memlock not in ("unlimited", None) and int(memlock) < 2 ** 20:
         out.append(finding("limits", node, "warn", "memlock %s is %s KiB: RDMA (InfiniBand) cannot register buffers" % (where, memlock),
                            "Raise the locked-memory limit (ulimit -l unlimited, --ulimit memlock=-1:-1)."))
     return out or [finding("limits", node, "ok", "/dev/shm %d MiB, memlock %s %s" % (shm_bytes // 2 ** 20, memlock, where))]
@@ -235,7 +240,8 @@ def gpus(node, facts, expected):
                            "Check nvidia-smi and the driver; a missing GPU often follows an Xid 79 (fell off the bus)."))
     xids = facts.get("xid_errors") or []
     if xids:
-        out.append(finding("gpus", node, "fail", "Xid errors since boot: %s" % ", ".join("%s on %s" % (x["xid"], x["pci"]) for x in xids[:5]),
+        status = "warn" if all(x["xid"] in APPLICATION_XIDS for x in xids) else "fail"
+        out.append(finding("gpus", node, status, "Xid errors since boot: %s" % ", ".join("%s on %s" % (x["xid"], x["pci"]) for x in xids[:5]),
                            "Look up the Xid in NVIDIA's table; drain the node if it repeats."))
     return out or [finding("gpus", node, "ok", "%d GPUs, no Xid errors" % count)]
 
@@ -279,8 +285,10 @@ def run_all(data):
         host = n["host"]
         comm = data["comm"].get(host) or {}
         findings += interface(host, envs[host] or {}, comm.get("interfaces") or [], n["cluster_ip"], comm.get("infiniband") or [])
-    gpus_by_node = dict((host, (data["gpus"].get(host) or {}).get("gpu_count", 0)) for host in names_all)
-    nproc = dict((host, max(count, 1)) for host, count in gpus_by_node.items())
+    gpus_by_node = dict((host, (data["gpus"].get(host) or {}).get("gpu_count", 0)) for host in checked)
+    # The launch role's rule: launch_nproc_per_node, else the GPU count (1 without GPUs); unknown on unchecked nodes.
+    nproc = dict((host, data.get("nproc_per_node") or max(gpus_by_node.get(host, 0), 1)) if host in checked else (host, None)
+                 for host in names_all)
     findings += ranks(nodes, envs, nproc, data["master_port"], data["master_listening"])
     findings += ports(data["ports"], checked)
     for host in checked:
@@ -288,7 +296,7 @@ def run_all(data):
         findings += limits(host, lim.get("shm_bytes"), lim.get("memlock"), lim.get("where", ""), data["min_shm_bytes"])
     findings += storage(checked, data["storage"], data["shared_dir"], data["min_free_bytes"])
     if data.get("plan"):
-        findings += plan(data["plan"]["config"], data["plan"]["tp"], data["plan"]["pp"], sum(nproc.values()))
+        findings += plan(data["plan"]["config"], data["plan"]["tp"], data["plan"]["pp"], sum(n or 0 for n in nproc.values()))
     expected = data.get("expected_gpus")
     if expected is None:
         expected = majority([gpus_by_node[h] for h in checked])

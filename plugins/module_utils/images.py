@@ -18,10 +18,6 @@ def split_reference(ref):
     return name, tag, digest or None
 
 
-def pinned(repo, digest):
-    return "%s@%s" % (repo, digest)
-
-
 def parse_inspect(text):
     """`docker|podman image inspect` JSON -> {id, repo_digests, repo_tags} of its first image, or None."""
     try:
@@ -37,24 +33,19 @@ def parse_inspect(text):
     return {"id": image_id, "repo_digests": image.get("RepoDigests") or [], "repo_tags": image.get("RepoTags") or []}
 
 
+def _normal(repo):
+    """Docker Hub names as engines write them: 'docker.io/library/ubuntu' and 'ubuntu' are one repository."""
+    for prefix in ("docker.io/", "index.docker.io/", "library/"):
+        if repo.startswith(prefix):
+            repo = repo[len(prefix):]
+    return repo
+
+
 def digest_for(image, repo):
-    """The registry digest of `repo` among an inspected image's RepoDigests, or None."""
-    for item in image.get("repo_digests") or []:
-        name, _tag, digest = split_reference(item)
-        if name == repo and digest:
+    """The registry digest of `repo` among an inspected image's RepoDigests (the only one, if there is one), or None."""
+    found = [split_reference(item) for item in image.get("repo_digests") or []]
+    for name, dummy, digest in found:
+        if digest and _normal(name) == _normal(repo):
             return digest
-    return None
-
-
-def odd_nodes(ids_by_node):
-    """Nodes whose image ID is not the most common one (every node when there is no majority)."""
-    counts = {}
-    for image_id in ids_by_node.values():
-        counts[image_id] = counts.get(image_id, 0) + 1
-    if len(counts) <= 1:
-        return []
-    best = max(counts.values())
-    winners = [i for i, n in counts.items() if n == best]
-    if len(winners) > 1:
-        return sorted(ids_by_node)
-    return sorted(node for node, image_id in ids_by_node.items() if image_id != winners[0])
+    digests = {digest for dummy, dummy2, digest in found if digest}
+    return digests.pop() if len(digests) == 1 else None

@@ -33,7 +33,7 @@ def _check_ports(host, s):
     for var in PORT_RANGES:
         found = _port_range(s.get(var))
         if found is None:
-            errors.append("%s: %s %r must be a port range lo-hi within 1024-65535, e.g. 50000-51999." % (host, var, s.get(var)))
+            errors.append("%s: %s %r must be a port range lo-hi within 1024-65535, e.g. 50000-59999." % (host, var, s.get(var)))
         else:
             ranges[var] = found
     port = s.get("cluster_master_port")
@@ -162,6 +162,10 @@ def validate(nodes, settings_by_host):
     for node in nodes:
         errors.extend(_check_ip(node, networks.get(node["host"])))
         errors.extend(_check_hostname(node))
+    hosts = {n["host"] for n in nodes}
+    servers = {s.get("cluster_nfs_server") for s in settings_by_host.values()} - {None} - hosts
+    errors.extend("cluster_nfs_server %s (group nfs_server) is not in group cluster. Serve NFS from a cluster node." % server
+                  for server in sorted(servers))
     errors.extend(_duplicates(nodes, lambda n: n["cluster_ip"], "cluster_ip", "Give every node its own training address."))
     errors.extend(_duplicates(nodes, lambda n: n["short"].lower(), "hostname (short, case-insensitive)",
                               "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."))

@@ -28,8 +28,7 @@ options:
   argv:
     description:
       - The command and its arguments, run without a shell.
-      - A leading C(~) and any C($NAME) in an item are expanded on the node, as C(run_command) does. So an
-        item cannot hold a literal C($NAME).
+      - Items are passed as they are; C(~) and C($NAME) are not expanded.
     type: list
     elements: str
     required: true

@@ -146,6 +146,7 @@ def test_check_mode_shows_drift_and_changes_nothing_then_site_repairs_all(node):
     node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
     before = checksums(node)
     check = playbook("site.yml", "--check", "--diff")
+    assert check.returncode == 0, check.stdout[-3000:]
     assert checksums(node) == before
     recap = check.stdout.split("PLAY RECAP")[-1]
     assert "changed=0" not in recap.split("node2")[1].split("\n")[0]

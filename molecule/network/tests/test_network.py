@@ -29,7 +29,7 @@ def connect(node, src, dst, port, timeout=2):
     return "dropped" if out.rstrip().endswith("rc=124") else "refused" if "refused" in out else out
 
 
-@pytest.mark.parametrize("port", [29500, 50000, 52000, 52299])
+@pytest.mark.parametrize("port", [29500, 50000, 60000, 60299])
 @pytest.mark.parametrize("src, dst", PAIRS)
 def test_cluster_ports_pass_between_nodes(node, src, dst, port):
     assert connect(node, src, dst, port) == "refused"
@@ -52,9 +52,9 @@ def test_controller_ssh_works_on_a_new_connection(name):
 @pytest.mark.parametrize("name", CLUSTER)
 def test_ports_are_pinned(node, name):
     host = node(name)
-    assert host.file("/proc/sys/net/ipv4/ip_local_port_range").content_string.split() == ["50000", "51999"]
+    assert host.file("/proc/sys/net/ipv4/ip_local_port_range").content_string.split() == ["50000", "59999"]
     mca = host.file("/etc/openmpi/openmpi-mca-params.conf").content_string
-    assert "btl_tcp_port_min_v4 = 52000\nbtl_tcp_port_range_v4 = 200\noob_tcp_dynamic_ipv4_ports = 52200-52299" in mca
+    assert "btl_tcp_port_min_v4 = 60000\nbtl_tcp_port_range_v4 = 200\noob_tcp_dynamic_ipv4_ports = 60200-60299" in mca
     assert "btl_tcp_if_include = 10.90.0.0/24" in mca
 
 
@@ -100,11 +100,11 @@ def test_outsider_nfs_is_refused_by_the_export_list(node):
 
 
 def test_verify_names_the_node_whose_mpi_ports_are_dropped(node):
-    node("node2").check_output("nft insert rule inet trainops input tcp dport 52000-52299 drop")
+    node("node2").check_output("nft insert rule inet trainops input tcp dport 60000-60299 drop")
     start = time.monotonic()
     run = playbook("verify.yml", "-e", "verify_cpu_timeout=30")
     assert run.returncode != 0
-    assert "node1 -> node2 (52000): timed out" in run.stdout and "node3 -> node2 (52299): timed out" in run.stdout
+    assert "node1 -> node2 (60000): timed out" in run.stdout and "node3 -> node2 (60299): timed out" in run.stdout
     assert "verify: ports between nodes failed" in run.stdout
     assert time.monotonic() - start < 90
 
@@ -121,7 +121,7 @@ def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
     repair = playbook("site.yml", "--tags", "firewall")
     assert repair.returncode == 0, repair.stdout[-3000:]
     assert "tcp dport 29500 drop" not in node("node1").check_output("nft -s list table inet trainops")
-    assert "tcp dport 52000-52299 drop" not in node("node2").check_output("nft -s list table inet trainops")
+    assert "tcp dport 60000-60299 drop" not in node("node2").check_output("nft -s list table inet trainops")
     assert connect(node, "node2", "node1", 29500) == "refused"
     assert connect(node, OUTSIDER, "node1", 2049) == "dropped"  # the accept rule added above is gone too
     assert playbook("ports.yml").returncode == 0

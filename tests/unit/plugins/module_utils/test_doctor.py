@@ -57,6 +57,8 @@ def test_ranks():
     assert [f["status"] for f in out if f["node"] == "node1"] == ["ok", "warn"]
     assert fails(doctor.ranks(NODES, {"node1": env(0), "node2": None, "node3": env(2)}, nproc, 29500, None)) == [
         ("node2", "no launch environment (launch.env missing)")]
+    unknown = dict(nproc, node3=None)  # node3 unreachable: the world size cannot be judged
+    assert fails(doctor.ranks(NODES, {"node1": env(0, WORLD_SIZE="7"), "node2": env(1)}, unknown, 29500, None)) == []
 
 
 def test_limits():
@@ -88,3 +90,5 @@ def test_gpus_and_summary():
     assert not summary["ok"] and summary["failed_checks"] == ["reachable", "gpus"]
     assert summary["rows"][0][:3] == ["reachable", "node3", "FAIL"]
     assert ("node2", "Xid errors since boot: 79 on 0000:3b:00") in fails(findings)
+    app = doctor.gpus("node1", {"gpu_count": 8, "xid_errors": [{"xid": 13, "pci": "0000:3b:00"}]}, 8)
+    assert [f["status"] for f in app] == ["warn"]

@@ -29,9 +29,6 @@ def test_digest_for():
     image = {"repo_digests": ["other/x@sha256:00", "10.0.0.1:5000/train@" + DIGEST]}
     assert images.digest_for(image, "10.0.0.1:5000/train") == DIGEST
     assert images.digest_for(image, "train") is None
-
-
-def test_odd_nodes():
-    assert images.odd_nodes({"a": "x", "b": "x", "c": "x"}) == []
-    assert images.odd_nodes({"a": "x", "b": "y", "c": "x"}) == ["b"]
-    assert images.odd_nodes({"a": "x", "b": "y"}) == ["a", "b"]
+    assert images.digest_for({"repo_digests": ["docker.io/library/ubuntu@" + DIGEST]}, "ubuntu") == DIGEST
+    assert images.digest_for({"repo_digests": ["docker.io/pytorch/pytorch@" + DIGEST]}, "pytorch/pytorch") == DIGEST
+    assert images.digest_for({"repo_digests": ["mirror.local/pytorch@" + DIGEST]}, "pytorch/pytorch") == DIGEST  # the only one

@@ -146,7 +146,7 @@ def test_port_ranges_and_shared_dir():
     errors = cluster(good(), settings)[1]
     assert errors == [
         "node1: cluster_shared_dir 'mnt' must be an absolute path.",
-        "node1: cluster_mpi_btl_ports '52000' must be a port range lo-hi within 1024-65535, e.g. 50000-51999.",
+        "node1: cluster_mpi_btl_ports '52000' must be a port range lo-hi within 1024-65535, e.g. 50000-59999.",
         "node1: cluster_nccl_port_range 29000-30000 contains cluster_master_port 29500. Move one of them.",
     ] + errors[3:] and len(errors) == 9  # the same three for node2 and node3
 
@@ -155,3 +155,9 @@ def test_overlapping_ranges():
     settings = {h: {"cluster_mpi_oob_ports": "52100-52299"} for h in good()}
     assert cluster(good(), settings)[1][0] == ("node1: cluster_mpi_btl_ports and cluster_mpi_oob_ports overlap "
                                                "(52000-52199, 52100-52299). Give each its own ports.")
+
+
+def test_nfs_server_must_be_a_cluster_node():
+    settings = {h: {"cluster_nfs_server": "storage1"} for h in good()}
+    assert cluster(good(), settings)[1] == ["cluster_nfs_server storage1 (group nfs_server) is not in group cluster. "
+                                            "Serve NFS from a cluster node."]

@@ -68,7 +68,7 @@ def test_run_parallel_is_parallel_and_ordered():
     out = mesh.run_parallel(probes, slow, parallel=64)
     assert out == [p["address"] for p in probes]
     assert peak[0] == len(probes)
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 2.0  # sequential would take 3.2 s
 
 
 def test_transient_refusals_are_retried_but_not_real_errors():

@@ -76,7 +76,7 @@ def test_classify_real_refused_and_timed_out():
     with filtered("127.0.0.5", port):
         start = time.monotonic()
         assert ports.classify_error(raised_by("127.0.0.5", port, 0.5)) == "timed out"
-        assert 0.4 < time.monotonic() - start < 1.0
+        assert 0.4 < time.monotonic() - start < 2.0
 
 
 def test_find_node_and_probes_for():
@@ -103,7 +103,7 @@ def test_listener_accepts_until_its_deadline_then_closes():
     client.close()
     acceptor.join(2)
     assert not acceptor.is_alive()
-    assert 0.9 < time.monotonic() - start < 1.3
+    assert 0.9 < time.monotonic() - start < 2.5
     assert sock.fileno() == -1
     assert ports.classify_error(raised_by("127.0.0.2", port, 1)) == "refused"
 
@@ -111,7 +111,7 @@ def test_listener_accepts_until_its_deadline_then_closes():
 def test_accept_until_without_listeners_returns_at_once():
     start = time.monotonic()
     ports.accept_until([], start + 5)
-    assert time.monotonic() - start < 0.1
+    assert time.monotonic() - start < 0.5
 
 
 def test_port_in_use_is_served():

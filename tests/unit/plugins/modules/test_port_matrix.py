@@ -56,7 +56,7 @@ def test_two_nodes_probe_each_other_at_once(tmp_path):
             assert proc.returncode == 0, stderr
             out[name] = json.loads(stdout)
         wall = time.monotonic() - start
-    assert wall < window + connect_timeout + 1.5
+    assert wall < window + connect_timeout + 3
 
     probed = [p_rdzv, p_served, p_filtered, low, (low + high) // 2, high]
     for name, address in (("node1", "127.0.0.2"), ("node2", "127.0.0.3")):
@@ -64,7 +64,7 @@ def test_two_nodes_probe_each_other_at_once(tmp_path):
         assert result["changed"] is False and "failed" not in result
         assert result["ports"] == sorted(probed)
         assert result["bind_address"] == address
-        assert window - 0.1 < result["seconds"] < window + 0.5
+        assert window - 0.1 < result["seconds"] < window + 1.5
         assert [r["target"] for r in result["results"]] == [n for n in ("node1", "node2", "node3") if n != name for dummy in probed]
         for r in result["results"]:
             assert set(r) == {"target", "via", "port", "address", "ok", "error", "seconds"}
@@ -96,7 +96,7 @@ def test_check_mode_single_node_reports_listeners_at_once(capsys):
     with serving("127.0.0.2", port):
         start = time.monotonic()
         result = run_module(capsys, nodes=NODES[:1], self="node1", ports=[port, str(port + 1)], _ansible_check_mode=True)
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 3.0
     assert result["changed"] is False and result["results"] == [] and result["failed_probes"] == 0
     assert result["listeners"] == [{"port": port, "state": "served", "error": None},
                                    {"port": port + 1, "state": "listening", "error": None}]
@@ -122,4 +122,4 @@ def test_bad_arguments_fail_before_listening(capsys, args, msg):
     result = run_module(capsys, **dict(dict(nodes=NODES, self="node1", ports=[29500]), **args))
     assert result["failed"] is True
     assert result["msg"] == msg
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 2.0
