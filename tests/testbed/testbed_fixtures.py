@@ -60,6 +60,12 @@ def connect(name):
     return _hosts[name]
 
 
+def training_interface(name):
+    """The interface holding the node's cluster_ip: podman hands out eth0/eth1 in no fixed order."""
+    out = connect(name).check_output("ip -o -4 addr show to %s/32", HOSTVARS[name]["cluster_ip"])
+    return out.split()[1]
+
+
 @pytest.fixture(name="node")
 def node_fixture():
     return connect

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, training_interface
 
 USER = "train"
 
@@ -75,7 +75,7 @@ def test_nodes_without_gpus_give_clean_facts():
     assert not report["failed"] and report["errors"] == []
     assert rows["gpus"]["values"] == {n: "0" for n in CLUSTER}
     assert rows["driver"]["consistent"] and set(rows["driver"]["values"].values()) == {None}
-    assert rows["nccl ifname"]["values"] == {n: "eth1" for n in CLUSTER}  # the interface holding cluster_ip
+    assert rows["nccl ifname"]["values"] == {n: training_interface(n) for n in CLUSTER}
 
 
 def test_verify_passes_the_cpu_rung():
@@ -95,4 +95,4 @@ def test_launch_env(node, name):
     assert env["NODE_RANK"] == str(CLUSTER.index(name))
     assert (env["NNODES"], env["NPROC_PER_NODE"], env["WORLD_SIZE"]) == ("3", "1", "3")
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (HOSTVARS["node1"]["cluster_ip"], "29500")
-    assert env["NCCL_SOCKET_IFNAME"] == "eth1"
+    assert env["NCCL_SOCKET_IFNAME"] == training_interface(name)

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, playbook
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, playbook, training_interface
 
 REPO = "10.94.0.11:5000/trainops/probe"
 
@@ -46,7 +46,7 @@ def test_wrapper_starts_the_image_with_the_launch_environment(node):
         assert config["User"] == "2000:2000"
         env = dict(item.split("=", 1) for item in config["Env"])
         assert (env["NODE_RANK"], env["NNODES"], env["MASTER_ADDR"], env["MASTER_PORT"]) == ("1", "3", "10.94.0.11", "29500")
-        assert env["NCCL_SOCKET_IFNAME"] == "eth1"
+        assert env["NCCL_SOCKET_IFNAME"] == training_interface("node2")
         assert info["ImageName"] == pinned(host)
         assert host.check_output("podman exec wrapper-probe id -u") == "2000"
     finally:
