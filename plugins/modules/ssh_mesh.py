@@ -38,7 +38,10 @@ options:
     type: int
     default: 5
   timeout:
-    description: Hard limit for one probe in seconds, connect included.
+    description:
+      - Hard limit for one probe in seconds, connect included.
+      - A probe that hangs past it is tried once more after all the others, so a node slowed by the mesh's own load
+        is not reported as a broken path.
     type: int
     default: 15
   parallel:
@@ -84,6 +87,7 @@ results:
     answered: {description: "Hostname the target reported, null when it did not answer.", type: str, sample: node2}
     error: {description: "Diagnosis of a failed probe, null when it passed.", type: str, sample: connection timed out}
     seconds: {description: Probe duration., type: float, sample: 0.21}
+    timed_out: {description: "The probe hung past O(timeout), and hung again when retried once after the others.", type: bool, sample: false}
 failed_probes:
   description: Number of failed probes.
   returned: always
@@ -100,7 +104,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
-from ansible_collections.trainops.cluster.plugins.module_utils.mesh import probe_result, probes_for, run_parallel, ssh_argv, transient
+from ansible_collections.trainops.cluster.plugins.module_utils.mesh import probe_result, probes_for, run_retrying_hangs, ssh_argv, transient
 
 RETRY_DELAY = 1
 
@@ -132,7 +136,7 @@ def main():
         return probe_result(probe, rc, out, err, time.monotonic() - start, timed_out=timed_out, timeout=p["timeout"])
 
     start = time.monotonic()
-    results = run_parallel(probes_for(p["nodes"], p["by"]), run_one, p["parallel"])
+    results = run_retrying_hangs(probes_for(p["nodes"], p["by"]), run_one, p["parallel"])
     module.exit_json(changed=False, results=results, failed_probes=sum(1 for r in results if not r["ok"]),
                      seconds=round(time.monotonic() - start, 3))
 

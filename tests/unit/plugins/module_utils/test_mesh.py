@@ -71,6 +71,21 @@ def test_run_parallel_is_parallel_and_ordered():
     assert time.monotonic() - start < 2.0  # sequential would take 3.2 s
 
 
+def test_probes_that_hung_are_retried_once_after_the_others():
+    calls = []
+
+    def flaky(probe):
+        calls.append(probe["address"])
+        hung = probe["address"] == "node3" or (probe["address"] == "node2" and calls.count("node2") == 1)
+        return mesh.probe_result(probe, None if hung else 0, "" if hung else probe["expected"], "", 0.1, timed_out=hung, timeout=15)
+
+    probes = mesh.probes_for(NODES, by=("name",))
+    results = mesh.run_retrying_hangs(probes, flaky, parallel=4)
+    assert [r["ok"] for r in results] == [True, False]
+    assert results[1]["timed_out"] and results[1]["error"] == "no answer within 15s (hung after connecting)"
+    assert sorted(calls) == ["node2", "node2", "node3", "node3"]
+
+
 def test_transient_refusals_are_retried_but_not_real_errors():
     assert mesh.transient(255, "kex_exchange_identification: Connection closed by remote host\r\n")
     assert mesh.transient(255, "ssh_exchange_identification: read: Connection reset by peer\r\n")
