@@ -29,14 +29,15 @@ def reachable(nodes, unreachable):
             if n in unreachable else finding("reachable", n, "ok", "reachable") for n in nodes]
 
 
-def versions(comparison):
+def versions(comparison, checked):
+    """Drift rows as findings; a node that could not be read (already named by `reachable`) is not an odd one."""
     out = []
     for row in comparison["rows"]:
         if row["consistent"] or row["severity"] == "ignore":
             continue
         status = "fail" if row["severity"] == "critical" else "warn"
         majority = row.get("majority")
-        for host in row["odd_hosts"]:
+        for host in (h for h in row["odd_hosts"] if h in checked):
             detail = "%s is %s%s" % (row["key"], row["values"].get(host), ", others %s" % majority if majority is not None else "")
             out.append(finding("versions", host, status, detail, "Install the same %s on every node (or run one image)." % row["key"]))
     return out or _ok("versions", comparison["hosts"], "same versions")
@@ -277,8 +278,9 @@ def run_all(data):
     checked = [n for n in names_all if n not in data["unreachable"]]
     records = [n for n in nodes if n["host"] in checked]
     findings = reachable(names_all, data["unreachable"])
-    findings += versions(data["drift"])
-    findings += names(records, data["resolved"], data["hostnames"])
+    findings += versions(data["drift"], checked)
+    # Every node's names are expected (a down node's too); only the checked nodes resolved them.
+    findings += names(nodes, data["resolved"], data["hostnames"])
     findings += ssh(data["mesh"], checked)
     envs = dict((n, parse_env(data["envs"].get(n))) for n in checked)
     for n in records:

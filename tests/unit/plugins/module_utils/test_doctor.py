@@ -92,3 +92,15 @@ def test_gpus_and_summary():
     assert ("node2", "Xid errors since boot: 79 on 0000:3b:00") in fails(findings)
     app = doctor.gpus("node1", {"gpu_count": 8, "xid_errors": [{"xid": 13, "pci": "0000:3b:00"}]}, 8)
     assert [f["status"] for f in app] == ["warn"]
+
+
+def test_a_down_node_is_named_once_not_blamed_on_the_others():
+    good = {name: n["cluster_ip"] for n in NODES for name in n["names"]}
+    resolved = {"node1": good, "node2": good}  # node3 is down: only the others resolved names
+    assert fails(doctor.names(NODES, resolved, {"node1": "node1", "node2": "node2"})) == []
+    drift = {"hosts": ["node1", "node2", "node3"], "rows": [
+        {"key": "net plugins", "consistent": False, "severity": "critical", "majority": [], "odd_hosts": ["node3"],
+         "values": {"node1": [], "node2": [], "node3": None}},
+        {"key": "nccl", "consistent": False, "severity": "critical", "majority": "2.21.5", "odd_hosts": ["node2"],
+         "values": {"node1": "2.21.5", "node2": "2.19.3", "node3": None}}]}
+    assert fails(doctor.versions(drift, ["node1", "node2"])) == [("node2", "nccl is 2.19.3, others 2.21.5")]
