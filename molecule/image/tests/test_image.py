@@ -41,7 +41,7 @@ def test_wrapper_starts_the_image_with_the_launch_environment(node):
         hc, config = info["HostConfig"], info["Config"]
         assert hc["NetworkMode"] == "host"
         # Host IPC (the host's /dev/shm), read from the namespaces: podman 4.3's inspect says "shareable" either way.
-        ns = host.check_output("readlink /proc/%s/ns/ipc /proc/1/ns/ipc", info["State"]["Pid"]).split()
+        ns = host.check_output("readlink /proc/%s/ns/ipc /proc/1/ns/ipc", str(info["State"]["Pid"])).split()
         assert ns[0] == ns[1]
         limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in hc["Ulimits"]}
         assert limits["RLIMIT_MEMLOCK"] == (8388608, 8388608) and limits["RLIMIT_STACK"] == (67108864, 67108864)
