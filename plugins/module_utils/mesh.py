@@ -27,7 +27,10 @@ SSH_ERRORS = (
 TRANSIENT = ("Connection closed", "Connection reset", "kex_exchange_identification")
 
 
-def transient(rc, stderr):
+def transient(rc, stderr, stdout):
+    """A refused handshake, or an empty answer from a successful ssh (seen at 16 nodes on 2 cores): one more try."""
+    if rc == 0:
+        return not stdout.strip()
     return rc == 255 and any(needle in stderr for needle in TRANSIENT)
 
 

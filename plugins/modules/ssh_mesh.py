@@ -47,7 +47,7 @@ options:
   parallel:
     description:
       - Probes in flight at once. Every node dials every other at the same time, and sshd refuses connections beyond
-        its C(MaxStartups) (10 by default), so a refused handshake is tried once more after a second.
+        its C(MaxStartups) (10 by default), so a refused handshake (or an empty answer) is tried once more after a second.
     type: int
     default: 8
 attributes:
@@ -130,7 +130,7 @@ def main():
         start = time.monotonic()
         argv = ssh_argv(probe["address"], p["connect_timeout"], ssh=ssh)
         rc, out, err, timed_out = run_bounded(module, argv, p["timeout"])
-        if transient(rc, err):
+        if transient(rc, err, out):
             time.sleep(RETRY_DELAY)
             rc, out, err, timed_out = run_bounded(module, argv, p["timeout"])
         return probe_result(probe, rc, out, err, time.monotonic() - start, timed_out=timed_out, timeout=p["timeout"])

@@ -87,7 +87,8 @@ def test_probes_that_hung_are_retried_once_after_the_others():
 
 
 def test_transient_refusals_are_retried_but_not_real_errors():
-    assert mesh.transient(255, "kex_exchange_identification: Connection closed by remote host\r\n")
-    assert mesh.transient(255, "ssh_exchange_identification: read: Connection reset by peer\r\n")
-    assert not mesh.transient(255, "train@node3: Permission denied (publickey).\r\n")
-    assert not mesh.transient(0, "")
+    assert mesh.transient(255, "kex_exchange_identification: Connection closed by remote host\r\n", "")
+    assert mesh.transient(255, "ssh_exchange_identification: read: Connection reset by peer\r\n", "")
+    assert not mesh.transient(255, "train@node3: Permission denied (publickey).\r\n", "")
+    assert not mesh.transient(0, "", "node2\n")
+    assert mesh.transient(0, "", "")
