@@ -167,7 +167,13 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction):
 
 
 def network_verdict(matrix, nodes):
-    """The first rung: the port matrix (reachability.summarize of port_matrix results) as a step verdict."""
+    """The first rung: the port matrix (reachability.summarize of port_matrix results) as a step verdict.
+
+    A single node has no ports between nodes: the rung is skipped, and passes, whatever matrix holds (verify.yml
+    then runs no port matrix and passes an empty one).
+    """
+    if len(nodes) < 2:
+        return dict(_skip("network", "skipped: one node"), passed=True)
     run = {"leader": None, "hosts": list(nodes), "ranks": None, "passed": matrix["ok"], "reasons": matrix["messages"],
            "busbw_gbps": None, "pct_of_limit": None, "limit_gbps": None, "basis": None, "transports": None,
            "seconds": None, "timed_out": False}

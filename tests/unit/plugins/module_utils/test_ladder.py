@@ -100,3 +100,12 @@ def test_network_verdict():
     verdict = ladder.network_verdict(blocked, ["node1", "node2"])
     assert not verdict["passed"] and verdict["runs"][0]["reasons"] == ["node2 -> node1 (29500): timed out"]
     assert ladder.report_rows([verdict])[0][:3] == ["ports between nodes", "node1,node2", "-"]
+
+
+def test_network_verdict_one_node():
+    """One node: no port matrix runs (verify.yml passes an empty one); the rung is skipped, passes and shows why."""
+    verdict = ladder.network_verdict({}, ["node1"])
+    assert verdict["passed"] and verdict["skipped"] == "skipped: one node" and verdict["runs"] == []
+    assert ladder.report_rows([verdict]) == [["ports between nodes", "-", "-", "-", "-", "-", "-", "skipped", "skipped: one node"]]
+    # A matrix left over from an earlier stage changes nothing.
+    assert ladder.network_verdict({"ok": False, "messages": ["stale"]}, ["node1"]) == verdict
