@@ -3,8 +3,8 @@
 """Parsers and verdicts for the all-reduce ladder of the verify playbook.
 
 Text in, plain data out: the output of nccl-tests ``all_reduce_perf`` (its text, or the JSON file it writes with
-``-J``), the ``NCCL_DEBUG=INFO`` log, and the line protocol of the CPU rung program; then the link limit a rung is
-measured against and a verdict per rung. The formats followed are those of nccl-tests 2.19.6 (src/util.cu,
+``-J``, and its ``-h`` usage text), the ``NCCL_DEBUG=INFO`` log, and the line protocol of the CPU rung program; then
+the link limit a rung is measured against and a verdict per rung. The formats followed are those of nccl-tests 2.19.6 (src/util.cu,
 src/common.cu), NCCL 2.28 (src/debug.cc and the transports) and Open MPI 4.1 (``--tag-output``, help texts).
 
 Every parser of a rung returns the same shape, so judge_rung() works for GPUs and for the CPU rung alike:
@@ -39,6 +39,8 @@ _ROW_TIMESTAMP_RE = re.compile(r'\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s*$')
 _OOB_RE = re.compile(r'^#\s*Out of bounds values\s*:\s*(\d+)')
 _AVG_RE = re.compile(r'^#\s*Avg bus bandwidth\s*:\s*(\S+)')
 _JSON_OUTPUT_RE = re.compile(r'^#\s*Writing JSON output to (.+?)\s*$')
+# The usage line of -J; a "--output_file" alone is not enough, as builds exist whose -F,--output_file writes CSV.
+_JSON_OPTION_RE = re.compile(r'-J,\s*--output_file\b')
 _NOTE_RE = re.compile(r'Reducing maxBytes|skipping json output|not supported before NCCL|Ignoring$|Disabling\.$')
 
 # Lines that mean a rank, NCCL or mpirun failed (nccl-tests CHECK macros, NCCL WARN, Open MPI help texts).
@@ -462,6 +464,25 @@ def _json_row(entry):
         'out_of_place': out_of_place,
         'in_place': in_place,
     }
+
+
+def help_supports_json(text):
+    """``all_reduce_perf -h`` output -> whether the binary takes ``-J <file>`` (results as JSON)."""
+    return bool(_JSON_OPTION_RE.search(text or ''))
+
+
+def help_problem(rc, output, timed_out, timeout):
+    """Result of ``all_reduce_perf -h`` -> None when the binary ran, else why not, in one line.
+
+    nccl-tests prints its usage and returns 0 for -h, before it starts MPI or CUDA; 1 is taken as fine too. Anything
+    else (127 for a library the loader cannot find, a signal) means the binary cannot run on this node.
+    """
+    if timed_out:
+        return '-h did not finish within %d s' % timeout
+    if rc in (0, 1):
+        return None
+    lines = [line.strip() for line in (output or '').splitlines() if line.strip()]
+    return 'exited with rc %d%s' % (rc, ': ' + lines[-1][:300] if lines else ' and printed nothing')
 
 
 def _transport_name(via):
