@@ -18,7 +18,7 @@ description:
     RV(ansible_facts.trainops_gpu.xid_reason)).
   - Each command runs in its own process group under a time limit. On timeout the group is killed and not waited
     for, because C(nvidia-smi) on a GPU that fell off the bus can sit in uninterruptible sleep where even SIGKILL
-    does not end it. After the first timeout the remaining C(nvidia-smi) commands are skipped.
+    does not end it. The commands run at the same time, so a hung GPU costs one time limit, not one per command.
   - A node without the NVIDIA driver gets RV(ansible_facts.trainops_gpu.available=false),
     RV(ansible_facts.trainops_gpu.gpu_count=0) and a RV(ansible_facts.trainops_gpu.reason).
 options:
@@ -223,6 +223,7 @@ ansible_facts:
 """
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
@@ -247,27 +248,19 @@ def _failure(label, rc, out, err, timeout, timed_out):
     return "%s failed (rc %d): %s" % (label, rc, detail)
 
 
-def read_nvidia_smi(module, nvidia_smi, timeout):
-    """Texts of the nvidia-smi commands keyed as gather() takes them, plus smi_reason and errors."""
+def read_nvidia_smi(module, nvidia_smi, timeout, pool):
+    """Texts of the nvidia-smi commands keyed as gather() takes them, plus smi_reason and errors. The commands run
+    at once: each costs a fraction of a second even on an idle GPU, and a hung GPU then costs one timeout, not four."""
+    runs = [(key, args, pool.submit(run_bounded, module, [nvidia_smi] + args, timeout)) for key, args in SMI_COMMANDS]
     result = {"smi_reason": None, "errors": []}
-    timed_out = None
-    for key, args in SMI_COMMANDS:
-        label = "nvidia-smi " + " ".join(args)
-        result[key] = None
-        if timed_out:
-            result["errors"].append("%s skipped: %s timed out" % (label, timed_out))
-            continue
-        rc, out, err, hung = run_bounded(module, [nvidia_smi] + args, timeout)
-        if rc == 0:
-            result[key] = out
-            continue
-        if hung:
-            timed_out = label
-        if key == "smi_xml":
-            # Without the GPU list the other commands add nothing, and would fail the same way.
-            result["smi_reason"] = _failure(label, rc, out, err, timeout, hung)
-            break
-        result["errors"].append(_failure(label, rc, out, err, timeout, hung))
+    for key, args, run in runs:
+        rc, out, err, hung = run.result()
+        result[key] = out if rc == 0 else None
+        if rc != 0:
+            result["errors"].append(_failure("nvidia-smi " + " ".join(args), rc, out, err, timeout, hung))
+    if result["smi_xml"] is None:
+        # Without the GPU list the other commands add nothing (and failed the same way): the XML's failure is the reason.
+        return {"smi_reason": result["errors"][0], "errors": []}
     return result
 
 
@@ -309,13 +302,15 @@ def main():
         module.fail_json(msg="timeout must be at least 1 second, got %d" % timeout)
 
     nvidia_smi = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi")
-    if nvidia_smi is None:
-        smi = {"smi_reason": "nvidia-smi not found on PATH", "errors": []}
-    elif not (os.path.isfile(nvidia_smi) and os.access(nvidia_smi, os.X_OK)):
-        smi = {"smi_reason": "nvidia-smi not found at %s (missing or not executable)" % nvidia_smi, "errors": []}
-    else:
-        smi = read_nvidia_smi(module, nvidia_smi, timeout)
-    kernel_log, kernel_log_reason = read_kernel_log(module, timeout)
+    with ThreadPoolExecutor(max_workers=len(SMI_COMMANDS) + 1) as pool:
+        kernel_log_read = pool.submit(read_kernel_log, module, timeout)
+        if nvidia_smi is None:
+            smi = {"smi_reason": "nvidia-smi not found on PATH", "errors": []}
+        elif not (os.path.isfile(nvidia_smi) and os.access(nvidia_smi, os.X_OK)):
+            smi = {"smi_reason": "nvidia-smi not found at %s (missing or not executable)" % nvidia_smi, "errors": []}
+        else:
+            smi = read_nvidia_smi(module, nvidia_smi, timeout, pool)
+        kernel_log, kernel_log_reason = kernel_log_read.result()
 
     facts = gather(
         smi_xml=smi.get("smi_xml"),
