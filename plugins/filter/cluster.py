@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import inventory, reachability
+from ansible_collections.trainops.cluster.plugins.module_utils import inventory, mesh, reachability
 
 
 def cluster_nodes(hostvars, hosts):
@@ -23,6 +23,10 @@ def reachability_matrix(results_by_source, nodes, arrow="->"):
     return reachability.summarize(dict(results_by_source), list(nodes), arrow=arrow)
 
 
+def ssh_mesh_logins(targets, self_host, full_max, neighbours, launchers):
+    return mesh.login_targets(list(targets), self_host, int(full_max), int(neighbours), list(launchers))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -30,4 +34,5 @@ class FilterModule:
             "cluster_inventory_errors": cluster_inventory_errors,
             "cluster_node_errors": cluster_node_errors,
             "reachability_matrix": reachability_matrix,
+            "ssh_mesh_logins": ssh_mesh_logins,
         }

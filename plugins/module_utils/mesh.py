@@ -46,6 +46,50 @@ def ssh_argv(address, connect_timeout, ssh="ssh", command="hostname"):
             address, command]
 
 
+def ssh_config(text):
+    """`ssh -G <host>` output -> {option: value}, the first value of each option (as ssh uses it)."""
+    config = {}
+    for line in text.splitlines():
+        key, _sep, value = line.strip().partition(" ")
+        config.setdefault(key.lower(), value.strip())
+    return config
+
+
+def known_hosts_key(config, address):
+    """The name ssh looks up in known_hosts for a dial of `address`: its HostKeyAlias, else its HostName,
+    bracketed with the port when that is not 22."""
+    name = config.get("hostkeyalias") or config.get("hostname") or address
+    if name == "none":
+        name = config.get("hostname") or address
+    port = config.get("port", "22")
+    return name if port == "22" else "[%s]:%s" % (name, port)
+
+
+def known_hosts_files(config, home):
+    """The known_hosts files ssh reads for a host, from `ssh -G` (which leaves ~ unexpanded)."""
+    files = (config.get("userknownhostsfile", "") + " " + config.get("globalknownhostsfile", "")).split()
+    return [home + f[1:] if f.startswith("~/") else f for f in files]
+
+
+def local_result(probe, cluster_ip, resolved, known, seconds):
+    """Judge a pair checked on the source without logging in: the dialled name must resolve to the target's
+    training address and known_hosts must trust a key for it.
+
+    resolved: the addresses the dialled name resolves to, or an error text; known: whether a known_hosts file
+    holds the name ssh looks up.
+    """
+    result = dict(probe, ok=False, answered=None, error=None, seconds=round(seconds, 3), timed_out=False, checked="local")
+    if isinstance(resolved, str):
+        result["error"] = "name does not resolve (missing from /etc/hosts?): %s" % resolved
+    elif cluster_ip not in resolved:
+        result["error"] = "resolves to %s, not the training address %s (stale /etc/hosts line?)" % (", ".join(sorted(resolved)), cluster_ip)
+    elif not known:
+        result["error"] = "host key verification would fail (known_hosts lacks this name or address)"
+    else:
+        result["ok"] = True
+    return result
+
+
 def diagnose(rc, stderr, timed_out=False, timeout=None):
     """A one-line reason for a failed probe."""
     if timed_out:
@@ -59,7 +103,7 @@ def diagnose(rc, stderr, timed_out=False, timeout=None):
 
 def probe_result(probe, rc, stdout, stderr, seconds, timed_out=False, timeout=None):
     """Judge one probe: it must connect and the node that answers must be the expected one."""
-    result = dict(probe, ok=False, answered=None, error=None, seconds=round(seconds, 3), timed_out=timed_out)
+    result = dict(probe, ok=False, answered=None, error=None, seconds=round(seconds, 3), timed_out=timed_out, checked="ssh")
     if rc != 0 or timed_out:
         result["error"] = diagnose(rc, stderr, timed_out, timeout)
         return result
@@ -81,6 +125,17 @@ def probes_for(nodes, by=("name", "ip")):
             address = node["short"] if via == "name" else node["cluster_ip"]
             probes.append({"target": node["host"], "via": via, "address": address, "expected": node.get("hostname") or node["short"]})
     return probes
+
+
+def login_targets(targets, self_host, full_max, neighbours, launchers):
+    """The targets a node logs into. Up to `full_max` nodes, all of them (N x N). Above, its next `neighbours`
+    nodes (targets come neighbour first, so every node is logged into by its predecessors) and the launchers;
+    a launcher logs into every node, as mpirun and pdsh do from there. The rest are checked locally."""
+    hosts = [t["host"] for t in targets]
+    if len(hosts) + 1 <= full_max or self_host in launchers:
+        return hosts
+    chosen = hosts[:neighbours] + [h for h in launchers if h in hosts]
+    return [h for h in hosts if h in chosen]
 
 
 def run_parallel(probes, run_one, parallel):

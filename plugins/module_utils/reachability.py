@@ -11,9 +11,10 @@ def summarize(results_by_source, nodes, arrow="->"):
     results_by_source: {source node: [{"target", "via", "ok", "error", ...}]} or {source: None} when the
     source could not run its probes (unreachable from the controller).
     nodes: node names in rank order; they label the rows (from) and columns (to).
-    Returns {ok, probes, failures: [{from, to, via, error}], messages, headers, rows}.
+    Returns {ok, probes, failures: [{from, to, via, error}], messages, headers, rows, local}; `local` counts the
+    probes checked on the source without a connection (results with checked == "local").
     """
-    failures, messages, rows, probes = [], [], [], 0
+    failures, messages, rows, probes, local = [], [], [], 0, 0
     for source in nodes:
         results = results_by_source.get(source)
         if results is None:
@@ -23,6 +24,7 @@ def summarize(results_by_source, nodes, arrow="->"):
         by_target = {}
         for result in results:
             probes += 1
+            local += result.get("checked") == "local"
             by_target.setdefault(result["target"], []).append(result)
             if not result["ok"]:
                 failures.append({"from": source, "to": result["target"], "via": result["via"], "error": result["error"]})
@@ -31,6 +33,7 @@ def summarize(results_by_source, nodes, arrow="->"):
     return {
         "ok": not failures and all(results_by_source.get(n) is not None for n in nodes),
         "probes": probes,
+        "local": local,
         "failures": failures,
         "messages": messages,
         "headers": ["from \\ to"] + list(nodes),
@@ -44,4 +47,7 @@ def _cell(source, target, results):
     if not results:
         return "?"
     failed = [str(r["via"]) for r in results if not r["ok"]]
-    return "ok" if not failed else "FAIL " + ",".join(failed)
+    if failed:
+        return "FAIL " + ",".join(failed)
+    # ok*: checked on the source without logging in (the SSH mesh above its full size).
+    return "ok*" if all(r.get("checked") == "local" for r in results) else "ok"

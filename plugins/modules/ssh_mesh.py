@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: ssh_mesh
-short_description: From this node, SSH to every other cluster node by name and by IP, in parallel
+short_description: From this node, SSH to the other cluster nodes by name and by IP, in parallel
 version_added: 0.1.0
 author: trainops.cluster maintainers (@trainops)
 description:
@@ -17,6 +17,9 @@ description:
     so a probe never hangs.
   - A probe passes when the node that answers reports the expected hostname; an answer from another node
     (duplicate hostname, wrong address in /etc/hosts) is a failure.
+  - Targets left out of O(login) are checked on this node without logging in, so the logins of a large cluster can
+    grow with its size, not with its square. The dialled name must resolve (through C(ssh -G), so ssh_config aliases count) to the target's
+    C(cluster_ip) and a known_hosts file must trust a key for it (C(ssh-keygen -F)).
   - Never fails itself on unreachable targets; it returns every probe's result for a cross-node report.
 options:
   nodes:
@@ -27,6 +30,12 @@ options:
     type: list
     elements: dict
     required: true
+  login:
+    description:
+      - The targets (their C(host)) to log into; the others are checked locally. Default, all of them.
+      - P(trainops.cluster.ssh_mesh_logins#filter) picks them for a cluster.
+    type: list
+    elements: str
   by:
     description: How to address each target.
     type: list
@@ -88,6 +97,7 @@ results:
     error: {description: "Diagnosis of a failed probe, null when it passed.", type: str, sample: connection timed out}
     seconds: {description: Probe duration., type: float, sample: 0.21}
     timed_out: {description: "The probe hung past O(timeout), and hung again when retried once after the others.", type: bool, sample: false}
+    checked: {description: "C(ssh): logged in and ran C(hostname); C(local): checked on this node without logging in.", type: str, sample: ssh}
 failed_probes:
   description: Number of failed probes.
   returned: always
@@ -100,11 +110,15 @@ seconds:
   sample: 0.4
 """
 
+import os
+import pwd
+import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
-from ansible_collections.trainops.cluster.plugins.module_utils.mesh import probe_result, probes_for, run_retrying_hangs, ssh_argv, transient
+from ansible_collections.trainops.cluster.plugins.module_utils.mesh import (
+    known_hosts_files, known_hosts_key, local_result, probe_result, probes_for, run_retrying_hangs, ssh_argv, ssh_config, transient)
 
 RETRY_DELAY = 1
 
@@ -113,6 +127,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             nodes=dict(type="list", elements="dict", required=True),
+            login=dict(type="list", elements="str"),
             by=dict(type="list", elements="str", choices=["name", "ip"], default=["name", "ip"]),
             connect_timeout=dict(type="int", default=5),
             timeout=dict(type="int", default=15),
@@ -125,6 +140,10 @@ def main():
     if bad:
         module.fail_json(msg="nodes need host, short and cluster_ip: %s" % "; ".join(bad))
     ssh = module.get_bin_path("ssh", required=True)
+    keygen = module.get_bin_path("ssh-keygen", required=True)
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    login = set(p["login"]) if p["login"] is not None else {n["host"] for n in p["nodes"]}
+    ip_of = {n["host"]: n["cluster_ip"] for n in p["nodes"]}
 
     def run_one(probe):
         start = time.monotonic()
@@ -135,8 +154,25 @@ def main():
             rc, out, err, timed_out = run_bounded(module, argv, p["timeout"])
         return probe_result(probe, rc, out, err, time.monotonic() - start, timed_out=timed_out, timeout=p["timeout"])
 
+    def check_locally(probe):
+        start = time.monotonic()
+        config = ssh_config(run_bounded(module, [ssh, "-G", probe["address"]], p["timeout"])[1])
+        dialled = config.get("hostname") or probe["address"]
+        try:
+            resolved = {info[4][0] for info in socket.getaddrinfo(dialled, None, 0, socket.SOCK_STREAM)}
+        except socket.gaierror as e:
+            resolved = "%s: %s" % (dialled, e.strerror)
+        key = known_hosts_key(config, probe["address"])
+        known = any(os.path.exists(f) and run_bounded(module, [keygen, "-F", key, "-f", f], p["timeout"])[0] == 0
+                    for f in known_hosts_files(config, home))
+        return local_result(probe, ip_of[probe["target"]], resolved, known, time.monotonic() - start)
+
     start = time.monotonic()
-    results = run_retrying_hangs(probes_for(p["nodes"], p["by"]), run_one, p["parallel"])
+    probes = probes_for(p["nodes"], p["by"])
+    logins = run_retrying_hangs([probe for probe in probes if probe["target"] in login], run_one, p["parallel"])
+    local = [check_locally(probe) for probe in probes if probe["target"] not in login]
+    # Back in the order of the probes: logins and local checks each keep it.
+    results = [logins.pop(0) if probe["target"] in login else local.pop(0) for probe in probes]
     module.exit_json(changed=False, results=results, failed_probes=sum(1 for r in results if not r["ok"]),
                      seconds=round(time.monotonic() - start, 3))
 

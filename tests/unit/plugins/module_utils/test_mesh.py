@@ -92,3 +92,73 @@ def test_transient_refusals_are_retried_but_not_real_errors():
     assert not mesh.transient(255, "train@node3: Permission denied (publickey).\r\n", "")
     assert not mesh.transient(0, "", "node2\n")
     assert mesh.transient(0, "", "")
+
+
+SSH_G = """host node2
+user train
+hostname 10.72.0.12
+port 22
+userknownhostsfile ~/.ssh/known_hosts ~/.ssh/known_hosts2
+globalknownhostsfile /etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2
+hostkeyalias none
+"""
+
+
+def test_ssh_config_takes_the_first_value_of_each_option():
+    config = mesh.ssh_config(SSH_G + "hostname other\n")
+    assert config["hostname"] == "10.72.0.12"
+    assert config["userknownhostsfile"] == "~/.ssh/known_hosts ~/.ssh/known_hosts2"
+
+
+@pytest.mark.parametrize("extra, key", [
+    ("", "10.72.0.12"),
+    ("hostkeyalias node2-key\n", "10.72.0.12"),  # the first value wins: "none" above
+    ("port 2222\n", "10.72.0.12"),
+])
+def test_known_hosts_key_first_values(extra, key):
+    assert mesh.known_hosts_key(mesh.ssh_config(SSH_G + extra), "node2") == key
+
+
+def test_known_hosts_key_alias_and_port():
+    config = mesh.ssh_config("hostname 10.72.0.12\nport 2222\nhostkeyalias node2-key\n")
+    assert mesh.known_hosts_key(config, "node2") == "[node2-key]:2222"
+    assert mesh.known_hosts_key({}, "node2") == "node2"
+
+
+@pytest.mark.parametrize("resolved, known, error", [
+    ({"10.72.0.12"}, True, None),
+    ("node2: Name or service not known", True, "name does not resolve (missing from /etc/hosts?): node2: Name or service not known"),
+    ({"10.72.0.13"}, True, "resolves to 10.72.0.13, not the training address 10.72.0.12 (stale /etc/hosts line?)"),
+    ({"10.72.0.12"}, False, "host key verification would fail (known_hosts lacks this name or address)"),
+])
+def test_local_result(resolved, known, error):
+    probe = mesh.probes_for(NODES[:1], ["name"])[0]
+    result = mesh.local_result(probe, "10.72.0.12", resolved, known, 0.01)
+    assert (result["ok"], result["error"], result["checked"]) == (error is None, error, "local")
+
+
+TARGETS = [{"host": "node%d" % i} for i in list(range(6, 25)) + list(range(1, 5))]  # node5's view of 24 nodes
+
+
+@pytest.mark.parametrize("self_host, targets, expected", [
+    ("node5", TARGETS, ["node6", "node7", "node1"]),  # next two neighbours and the launcher
+    ("node5", TARGETS[:7], [t["host"] for t in TARGETS[:7]]),  # 8 nodes: everyone
+    ("node1", [{"host": "node%d" % i} for i in range(2, 25)], ["node%d" % i for i in range(2, 25)]),  # the launcher: everyone
+])
+def test_login_targets(self_host, targets, expected):
+    assert mesh.login_targets(targets, self_host, 8, 2, ["node1"]) == expected
+
+
+def test_logins_grow_linearly_and_every_node_is_logged_into():
+    hosts = ["node%d" % i for i in range(1, 25)]
+    logins = {}
+    for rank, host in enumerate(hosts):
+        targets = [{"host": h} for h in hosts[rank + 1:] + hosts[:rank]]
+        logins[host] = mesh.login_targets(targets, host, 8, 2, ["node1"])
+    assert sum(len(v) for v in logins.values()) == 23 + 23 * 2 + 21  # launcher + neighbours + the others' login to node1
+    assert all(sum(h in v for v in logins.values()) >= 2 for h in hosts)
+
+
+def test_known_hosts_files_expand_home():
+    assert mesh.known_hosts_files(mesh.ssh_config(SSH_G), "/home/train") == [
+        "/home/train/.ssh/known_hosts", "/home/train/.ssh/known_hosts2", "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"]

@@ -38,3 +38,11 @@ def test_unreachable_source_is_reported_not_ok():
     assert s["messages"] == ["node3: not checked (the controller could not run the probes there)"]
     assert s["rows"][2] == ["node3", "?", "?", "?"]
     assert s["rows"][0][3] == "ok"
+
+
+def test_pairs_checked_locally_are_marked_and_counted():
+    results = {n: [ok(t) for t in NODES if t != n] for n in NODES}
+    results["node2"][1]["checked"] = "local"  # node2 -> node3 without logging in
+    s = summarize(results, NODES)
+    assert s["ok"] and s["local"] == 1
+    assert s["rows"][1] == ["node2", "ok", "-", "ok*"]
