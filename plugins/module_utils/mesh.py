@@ -129,13 +129,13 @@ def probes_for(nodes, by=("name", "ip")):
 
 def login_targets(targets, self_host, full_max, neighbours, launchers):
     """The targets a node logs into. Up to `full_max` nodes, all of them (N x N). Above, its next `neighbours`
-    nodes (targets come neighbour first, so every node is logged into by its predecessors) and the launchers;
-    a launcher logs into every node, as mpirun and pdsh do from there. The rest are checked locally."""
+    nodes (targets come neighbour first, so every node is logged into by its predecessors), and a launcher logs into
+    every node, as mpirun and pdsh do from there. Nobody else logs into a launcher on purpose: N-1 handshakes at
+    once would overrun its sshd's MaxStartups. The rest are checked locally."""
     hosts = [t["host"] for t in targets]
     if len(hosts) + 1 <= full_max or self_host in launchers:
         return hosts
-    chosen = hosts[:neighbours] + [h for h in launchers if h in hosts]
-    return [h for h in hosts if h in chosen]
+    return hosts[:neighbours]
 
 
 def run_parallel(probes, run_one, parallel):
