@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import parse_perf_json, parse_perf_output
 from ansible_collections.trainops.cluster.plugins.modules import allreduce_run
+import helpers.modules
 
 ROOT = Path(__file__).resolve().parents[4]
 REAL = ROOT / 'tests' / 'fixtures' / 'gpu' / 'h200x2'
@@ -37,10 +37,7 @@ def restore_cwd(monkeypatch):
 
 
 def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            allreduce_run.main()
-    return json.loads(capsys.readouterr().out)
+    return helpers.modules.run_module(allreduce_run, capsys, **args)
 
 
 def ran(result):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.trainops.cluster.plugins.modules import comm_facts
+import helpers.modules
 
 FIXTURES = Path(__file__).resolve().parents[3] / 'fixtures'
 REAL = FIXTURES / 'gpu' / 'h200x2'
@@ -73,10 +73,7 @@ def node(tmp_path, monkeypatch):
 
 
 def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            comm_facts.main()
-    return json.loads(capsys.readouterr().out)
+    return helpers.modules.run_module(comm_facts, capsys, **args)
 
 
 def facts_of(result):

@@ -4,15 +4,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.trainops.cluster.plugins.modules import gpu_facts
+import helpers.modules
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu"
 REPLAY = FIXTURES / "variants" / "nvidia-smi-replay"
@@ -39,10 +38,7 @@ def fakebin(tmp_path, monkeypatch):
 
 
 def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            gpu_facts.main()
-    return json.loads(capsys.readouterr().out)
+    return helpers.modules.run_module(gpu_facts, capsys, **args)
 
 
 def test_replayed_real_node(fakebin, capsys):

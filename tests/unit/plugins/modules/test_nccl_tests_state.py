@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.trainops.cluster.plugins.modules import nccl_tests_state
+import helpers.modules
 
 USAGE_WITH_J = ('USAGE: all_reduce_perf \n\t[-t,--nthreads <num threads>] \n\t'
                 '[-J,--output_file <file> write output to filepath, if accessible. Infer type from suffix (only json supported presently.)] \n\t'
@@ -52,10 +51,7 @@ def node(tmp_path):
 
 
 def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            nccl_tests_state.main()
-    return json.loads(capsys.readouterr().out)
+    return helpers.modules.run_module(nccl_tests_state, capsys, **args)
 
 
 def test_cached_build(node, capsys):

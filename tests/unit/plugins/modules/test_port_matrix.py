@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.trainops.cluster.plugins.module_utils.reachability import summarize
 from ansible_collections.trainops.cluster.plugins.modules import port_matrix
+import helpers.modules
 from helpers.sockets import filtered, free_ports, serving
 
 COLLECTIONS = Path(__file__).resolve().parents[4] / ".collections"
@@ -35,10 +35,7 @@ def start_module(args_file, **args):
 
 
 def run_module(capsys, **args):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit):
-            port_matrix.main()
-    return json.loads(capsys.readouterr().out)
+    return helpers.modules.run_module(port_matrix, capsys, **args)
 
 
 def test_two_nodes_probe_each_other_at_once(tmp_path):

@@ -1,0 +1,17 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run a module's main() in the test process, as Ansible would on a node."""
+
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+
+def run_module(module, capsys, **args):
+    """The module's JSON result for these arguments (exit_json and fail_json both end in SystemExit)."""
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            module.main()
+    return json.loads(capsys.readouterr().out)
