@@ -2,13 +2,16 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """TCP port reachability between cluster nodes: which ports to probe, short-lived listeners, bounded connects, short reasons.
 
-Every node runs run_matrix() at about the same time: it listens on each port (unless a service already does) for a
-window of seconds, and connects to each peer on each port meanwhile. Results feed module_utils.reachability.summarize.
+Every node runs run_matrix() at about the same time: it listens on each port (unless a service already does) until
+every peer has connected or a window of seconds has passed, and connects to each peer on each port meanwhile.
+Results feed module_utils.reachability.summarize.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
+import ipaddress
 import selectors
 import socket
 import threading
@@ -127,27 +130,44 @@ def open_listener(address, port, socket_factory=socket.socket, settle=2.0, clock
         sleep(0.2)
 
 
-def accept_until(socks, deadline, clock=time.monotonic):
-    """Accept and at once close every connection to the listening socks until deadline, then close them."""
+def same_address(text):
+    """An address in a form that compares equal however it was written (an IPv4-mapped IPv6 address as IPv4)."""
+    try:
+        address = ipaddress.ip_address(text.split("%")[0])
+    except ValueError:
+        return text
+    return getattr(address, "ipv4_mapped", None) or address
+
+
+def accept_until(socks, deadline, peers=(), clock=time.monotonic):
+    """Accept and at once close every connection to the listening socks, then close them.
+
+    They close at deadline, or as soon as every address in peers has connected to every one of them: nobody needs
+    them any more, so a healthy cluster does not wait out the window. A peer that connects from another address
+    than the one in peers (NAT, a secondary address) only costs the wait until deadline.
+    """
+    waiting = {sock: {same_address(peer) for peer in peers} for sock in socks}
     with selectors.DefaultSelector() as selector:
         for sock in socks:
             selector.register(sock, selectors.EVENT_READ)
         try:
-            while socks and clock() < deadline:
+            while socks and clock() < deadline and (not peers or any(waiting.values())):
                 for key, dummy in selector.select(timeout=min(ACCEPT_POLL, max(0.0, deadline - clock()))):
                     try:
-                        key.fileobj.accept()[0].close()
+                        conn, source = key.fileobj.accept()
                     except OSError:
                         # The prober gave up or reset before we got to it; nothing to report on our side.
                         continue
+                    conn.close()
+                    waiting[key.fileobj].discard(same_address(source[0]))
         finally:
             for sock in socks:
                 sock.close()
 
 
-def connect(address, port, timeout):
-    """Open and close one TCP connection; raises OSError on failure."""
-    socket.create_connection((address, port), timeout=timeout).close()
+def connect(address, port, timeout, source=None):
+    """Open and close one TCP connection, from the address source of this node when given; raises OSError on failure."""
+    socket.create_connection((address, port), timeout=timeout, source_address=(source, 0) if source else None).close()
 
 
 def probe(item, connect_timeout, retry_deadline, connect=connect, clock=time.monotonic, sleep=time.sleep):
@@ -177,23 +197,27 @@ def probe(item, connect_timeout, retry_deadline, connect=connect, clock=time.mon
 
 
 def run_matrix(nodes, self_name, ports, bind_address, connect_timeout, window, parallel):
-    """Listen on every port of ports for window seconds and probe every peer on every port meanwhile.
+    """Listen on every port of ports and probe every peer on every port meanwhile, from this node's cluster_ip.
 
-    Returns {results, listeners, failed_probes, seconds}; takes about window seconds, at most window plus a poll.
+    The listeners close when every peer has connected to each of them, at the latest after window seconds.
+    Returns {results, listeners, failed_probes, seconds}; takes at most window seconds plus a poll.
     With no peers the listeners are only opened (to tell served ports) and closed.
     """
     start = time.monotonic()
     probes = probes_for(nodes, self_name, ports)
     end = start + window if probes else start
+    source = find_node(nodes, self_name)["cluster_ip"]
+    peers = [node["cluster_ip"] for node in nodes if node["host"] != self_name]
     socks, listeners = [], []
     for port in ports:
         sock, listener = open_listener(bind_address, port)
         listeners.append(listener)
         if sock is not None:
             socks.append(sock)
-    acceptor = threading.Thread(target=accept_until, args=(socks, end), name="port_matrix-accept", daemon=True)
+    acceptor = threading.Thread(target=accept_until, args=(socks, end, peers), name="port_matrix-accept", daemon=True)
     acceptor.start()
-    results = run_parallel(probes, lambda item: probe(item, connect_timeout, end - connect_timeout), parallel)
+    dial = functools.partial(connect, source=source)
+    results = run_parallel(probes, lambda item: probe(item, connect_timeout, end - connect_timeout, connect=dial), parallel)
     acceptor.join()
     return {
         "results": results,

@@ -14,16 +14,17 @@ description:
   - Finds firewalls that make multi-node training hang at rendezvous, such as a blocked C(master_port) 29500 or
     blocked NCCL, Gloo or MPI ports.
   - Run it on all cluster nodes at once. Each node opens short-lived TCP listeners on its O(bind_address) for
-    every port in O(ports). Meanwhile it connects to every other node's C(cluster_ip) on every port, all probes
-    on parallel threads, and closes each connection at once. Feed the results of all nodes to
+    every port in O(ports). Meanwhile it connects from its own C(cluster_ip) to every other node's C(cluster_ip) on
+    every port, all probes on parallel threads, and closes each connection at once. Feed the results of all nodes to
     P(trainops.cluster.reachability_matrix#filter) to get an N x N matrix that names each blocked pair.
   - A port that is already in use on this node (for example by a running rendezvous) is not listened on. It
     is reported as C(served), and the service holding it answers the peers instead.
   - A probe passes when the TCP connection is accepted. A connect that is refused is retried until
     O(connect_timeout) seconds before the window ends, because a peer's listener may start a little later
     than ours. A timeout is not retried.
-  - Every socket operation has a timeout. The module runs for O(window) seconds, or less when there are no
-    peers or no listeners. It never runs much longer than O(window) + O(connect_timeout).
+  - The listeners close as soon as every other node has connected to each of them, so a healthy cluster does not
+    wait out O(window). A peer that is down, blocked or connects from another address keeps them up for O(window).
+  - Every socket operation has a timeout. The module never runs much longer than O(window) + O(connect_timeout).
   - Never fails itself on blocked ports; it returns every probe's result for a cross-node report.
 options:
   nodes:
@@ -60,7 +61,7 @@ options:
     default: 2
   window:
     description:
-      - Seconds the listeners stay up, counted from the start of the module. It must be longer than
+      - Seconds the listeners stay up at most, counted from the start of the module. It must be longer than
         O(connect_timeout).
       - All nodes must start the module within O(window) - O(connect_timeout) seconds of each other. Otherwise
         early nodes find late ones C(refused).
@@ -77,8 +78,7 @@ attributes:
   check_mode:
     support: full
     description:
-      - Changes nothing persistent, so check mode runs the same probes. It still opens the temporary listeners
-        for O(window) seconds.
+      - Changes nothing persistent, so check mode runs the same probes. It still opens the temporary listeners.
   diff_mode:
     support: none
     description: Nothing is changed, so there is no diff.
@@ -149,7 +149,7 @@ listeners:
     port: {description: The port., type: int, sample: 29500}
     state:
       description:
-        - C(listening) when this module listened on the port for the window.
+        - C(listening) when this module listened on the port until every peer had connected, or for the window.
         - C(served) when the port was already in use by a listening service, which answers instead.
         - C(busy) when the port was held by closing connections of a program that just ended (TIME_WAIT sockets
           of a listener without SO_REUSEADDR, as MPI leaves them) and nothing listens; peers are refused, which
@@ -175,7 +175,7 @@ failed_probes:
   type: int
   sample: 1
 seconds:
-  description: Wall time of the module, listening window included.
+  description: Wall time of the module, the time its listeners were up included.
   returned: always
   type: float
   sample: 8.004

@@ -108,6 +108,46 @@ def test_listener_accepts_until_its_deadline_then_closes():
     assert ports.classify_error(raised_by("127.0.0.2", port, 1)) == "refused"
 
 
+def connect_from(source, address, port):
+    client = socket.create_connection((address, port), timeout=1, source_address=(source, 0))
+    client.close()
+
+
+def test_listeners_close_once_every_peer_has_connected_to_each():
+    port_a, port_b = free_ports(2)
+    socks = [ports.open_listener("127.0.0.2", port)[0] for port in (port_a, port_b)]
+    start = time.monotonic()
+    acceptor = threading.Thread(target=ports.accept_until, args=(socks, start + 10, ["127.0.0.3", "::ffff:127.0.0.4"]))
+    acceptor.start()
+    for source, port in (("127.0.0.3", port_a), ("127.0.0.4", port_a), ("127.0.0.3", port_b)):
+        connect_from(source, "127.0.0.2", port)
+    time.sleep(0.3)
+    assert acceptor.is_alive()  # 127.0.0.4 has not connected to port_b yet
+    connect_from("127.0.0.4", "127.0.0.2", port_b)
+    acceptor.join(1)
+    assert not acceptor.is_alive()
+    assert time.monotonic() - start < 1.5
+    assert all(sock.fileno() == -1 for sock in socks)
+
+
+def test_a_peer_that_never_connects_keeps_the_listener_until_the_deadline():
+    port = free_ports(1)[0]
+    sock = ports.open_listener("127.0.0.2", port)[0]
+    start = time.monotonic()
+    acceptor = threading.Thread(target=ports.accept_until, args=([sock], start + 1.0, ["127.0.0.3", "127.0.0.4"]))
+    acceptor.start()
+    connect_from("127.0.0.3", "127.0.0.2", port)
+    connect_from("127.0.0.5", "127.0.0.2", port)  # not a peer: counts for nobody
+    acceptor.join(2)
+    assert 0.9 < time.monotonic() - start < 1.5
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("10.0.0.1", "10.0.0.1"), ("::ffff:10.0.0.1", "10.0.0.1"), ("fe80::1%eth0", "fe80::1"), ("node1", "node1")])
+def test_same_address(text, expected):
+    assert str(ports.same_address(text)) == expected
+
+
 def test_accept_until_without_listeners_returns_at_once():
     start = time.monotonic()
     ports.accept_until([], start + 5)
@@ -283,6 +323,15 @@ def test_two_nodes_reach_each_other_a_third_is_down_or_filtered():
         ["node2", "ok", "-", "FAIL %s,%s,%s" % tuple(sorted([p_served, p_filtered, p_plain]))]]
     assert "node2 -> node3 (%s): timed out" % p_filtered in matrix["messages"]
     assert "node1 -> node3 (%s): refused" % p_plain in matrix["messages"]
+
+
+def test_a_healthy_cluster_does_not_wait_for_the_window():
+    """Every node probes from its own cluster_ip, so each listener knows when all its peers have been."""
+    test_ports = free_ports(3)
+    out = run_nodes(["node1", "node2", "node3"], test_ports, 8, delays={"node3": 0.5})
+    for name, (result, seconds) in out.items():
+        assert result["failed_probes"] == 0, result["results"]
+        assert seconds < 2.5, (name, seconds)
 
 
 def test_a_single_node_does_not_wait_for_the_window():
