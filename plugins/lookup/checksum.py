@@ -42,33 +42,23 @@ _raw:
 
 import hashlib
 
-from ansible.errors import AnsibleLookupError
-from ansible.module_utils.common.text.converters import to_native
+from ansible.errors import AnsibleError, AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
-
-CHUNK = 1 << 20
-
-
-def file_digest(path, algorithm):
-    """The hex digest of the file at path, read in chunks so a large archive is never held in memory."""
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+from ansible.utils.hashing import secure_hash
 
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         self.set_options(var_options=variables, direct=kwargs)
-        algorithm = self.get_option("algorithm")
+        hash_func = getattr(hashlib, self.get_option("algorithm"))
         digests = []
         for term in terms:
             path = self.find_file_in_search_path(variables, "files", term, ignore_missing=True)
-            if path is None:
-                raise AnsibleLookupError("checksum: no file %s on the controller" % term)
             try:
-                digests.append(file_digest(path, algorithm))
-            except OSError as exc:
-                raise AnsibleLookupError("checksum: cannot read %s: %s" % (path, to_native(exc))) from exc
+                digest = secure_hash(path, hash_func) if path else None
+            except AnsibleError as exc:
+                raise AnsibleLookupError("checksum: cannot read %s: %s" % (path, exc.__cause__ or exc)) from exc
+            if digest is None:
+                raise AnsibleLookupError("checksum: no file %s on the controller" % term)
+            digests.append(digest)
         return digests

@@ -24,6 +24,8 @@ description:
     than ours. A timeout is not retried.
   - The listeners close as soon as every other node has connected to each of them, so a healthy cluster does not
     wait out O(window). A peer that is down, blocked or connects from another address keeps them up for O(window).
+    Any connection from a peer's address counts, so another program on a peer that connects first could close a
+    listener before that peer's probe arrives; the probe is then reported C(refused).
   - Every socket operation has a timeout. The module never runs much longer than O(window) + O(connect_timeout).
   - Never fails itself on blocked ports; it returns every probe's result for a cross-node report.
 options:

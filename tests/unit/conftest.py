@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
 
-_AnsibleCollectionFinder(paths=[os.path.join(os.path.dirname(__file__), "..", "..", ".collections")])._install()
+# ansible-test units installs its own finder first.
+if AnsibleCollectionConfig.collection_finder is None:
+    _AnsibleCollectionFinder(paths=[os.path.join(os.path.dirname(__file__), "..", "..", ".collections")])._install()

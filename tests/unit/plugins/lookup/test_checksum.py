@@ -11,7 +11,6 @@ import pytest
 from ansible.errors import AnsibleLookupError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import lookup_loader
-from ansible_collections.trainops.cluster.plugins.lookup import checksum
 
 
 @pytest.fixture(name="lookup", scope="module")
@@ -21,8 +20,8 @@ def fixture_lookup():
 
 
 def test_digests_of_binary_files_in_term_order(lookup, tmp_path):
-    # More than one chunk, and bytes that are not text.
-    first = bytes(range(256)) * (checksum.CHUNK // 256 + 3)
+    # More than one read block, and bytes that are not text.
+    first = bytes(range(256)) * 4099
     (tmp_path / "a.tar.gz").write_bytes(first)
     (tmp_path / "b").write_bytes(b"")
     terms = [str(tmp_path / "a.tar.gz"), str(tmp_path / "b")]
@@ -39,6 +38,18 @@ def test_missing_file_names_the_path(lookup, tmp_path):
         lookup.run([str(tmp_path / "missing.tar.gz")], variables={})
 
 
-def test_unreadable_file_says_why(lookup, tmp_path):
-    with pytest.raises(AnsibleLookupError, match="cannot read .*: .*directory"):
+def test_a_directory_is_not_a_file(lookup, tmp_path):
+    with pytest.raises(AnsibleLookupError, match="no file .* on the controller"):
         lookup.run([str(tmp_path)], variables={})
+
+
+def test_unreadable_file_says_why(lookup, tmp_path, monkeypatch):
+    (tmp_path / "a").write_bytes(b"x")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    # Only the hashing code's open(), where the file is read.
+    monkeypatch.setattr("ansible.utils.hashing.open", refuse, raising=False)
+    with pytest.raises(AnsibleLookupError, match="cannot read .*/a: .*Permission denied"):
+        lookup.run([str(tmp_path / "a")], variables={})
