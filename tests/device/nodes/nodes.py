@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Python half of tests/device/nodes/cluster, for what the lent GPU machine has no tool for: the training
+network (pyroute2; no iproute2 there) and SSH keys (cryptography, which ansible-core needs anyway; no ssh-keygen).
+
+  nodes.py up BRIDGE CIDR PID...   a bridge holding CIDR (the controller's address); for each node process PID a veth
+                                  pair, one end on the bridge, the other (named n<index>) in PID's network namespace
+  nodes.py node IFNAME CIDR        run inside a node (nsenter -n): its veth end renamed IFNAME, holding CIDR, up; lo up
+  nodes.py down BRIDGE             remove the bridge and the veth pairs
+  nodes.py key PATH                an Ed25519 key pair in OpenSSH format, PATH and PATH.pub
+"""
+
+import ipaddress
+import os
+import sys
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from pyroute2 import IPRoute
+
+
+def up(bridge, cidr, pids):
+    iface = ipaddress.ip_interface(cidr)
+    with IPRoute() as ipr:
+        if not ipr.link_lookup(ifname=bridge):
+            ipr.link("add", ifname=bridge, kind="bridge")
+        br = ipr.link_lookup(ifname=bridge)[0]
+        ipr.addr("replace", index=br, address=str(iface.ip), prefixlen=iface.network.prefixlen)
+        ipr.link("set", index=br, state="up")
+        for number, pid in enumerate(pids, 1):
+            host_end = "%s-%d" % (bridge[:10], number)
+            # A node of an earlier cluster whose namespace lingers: deleting this end deletes its peer too.
+            for index in ipr.link_lookup(ifname=host_end):
+                ipr.link("del", index=index)
+            ipr.link("add", ifname=host_end, kind="veth", peer="n%d" % number)
+            ipr.link("set", index=ipr.link_lookup(ifname="n%d" % number)[0], net_ns_pid=int(pid))
+            ipr.link("set", index=ipr.link_lookup(ifname=host_end)[0], master=br, state="up")
+
+
+def node(ifname, cidr):
+    iface = ipaddress.ip_interface(cidr)
+    with IPRoute() as ipr:
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+        end = [link.get_attr("IFLA_IFNAME") for link in ipr.get_links() if link.get_attr("IFLA_IFNAME") != "lo"][0]
+        index = ipr.link_lookup(ifname=end)[0]
+        if end != ifname:
+            ipr.link("set", index=index, ifname=ifname)
+        ipr.addr("replace", index=index, address=str(iface.ip), prefixlen=iface.network.prefixlen)
+        ipr.link("set", index=index, state="up")
+
+
+def down(bridge):
+    with IPRoute() as ipr:
+        for link in ipr.get_links():
+            if link.get_attr("IFLA_IFNAME") == bridge or link.get_attr("IFLA_IFNAME").startswith(bridge[:10] + "-"):
+                ipr.link("del", index=link["index"])
+
+
+def key(path):
+    private = ed25519.Ed25519PrivateKey.generate()
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()))
+    with open(path + ".pub", "wb") as out:
+        out.write(private.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) + b"\n")
+
+
+if __name__ == "__main__":
+    command, args = sys.argv[1], sys.argv[2:]
+    {"up": lambda: up(args[0], args[1], args[2:]), "node": lambda: node(*args), "down": lambda: down(*args), "key": lambda: key(*args)}[command]()
