@@ -109,3 +109,39 @@ def test_network_verdict_one_node():
     assert ladder.report_rows([verdict]) == [["ports between nodes", "-", "-", "-", "-", "-", "-", "skipped", "skipped: one node"]]
     # A matrix left over from an earlier stage changes nothing.
     assert ladder.network_verdict({"ok": False, "messages": ["stale"]}, ["node1"]) == verdict
+
+
+def four_nodes_output(name, seconds):
+    text = (FIXTURES / "gpu" / "h200x2-nodes" / name).read_text()
+    return {"rc": 0, "timed_out": False, "seconds": seconds, "result": nccl_tests.parse_perf_output(text),
+            "debug": nccl_tests.parse_nccl_debug(text)}
+
+
+# Comm facts as on those nodes: train0 is a veth, which has no speed, and no InfiniBand.
+VETH = {"infiniband": [], "interfaces": [{"name": "train0", "state": "UP", "speed_mbps": None}]}
+NODES = ["gpu1", "gpu2", "gpu3", "gpu4"]
+
+
+def test_judge_real_four_node_rungs_over_sockets():
+    steps = ladder.plan(NODES, dict.fromkeys(NODES, 1), SETTINGS)
+    assert [(s["rung"], s["skipped"] is None) for s in steps] == [("gpu", True), ("node", False), ("pairs", True), ("all", True)]
+    comm = dict.fromkeys(NODES, VETH)
+    pairs = ladder.judge_step(steps[2], {"gpu3": four_nodes_output("pair_gpu3_gpu4.txt", 20.9)}, {}, comm, 0.5)
+    assert [run["leader"] for run in pairs["runs"]] == ["gpu1", "gpu3"]
+    assert pairs["runs"][0]["reasons"] == ["gpu1: the run could not start (node unreachable or setup failed)"]
+    pair = pairs["runs"][1]
+    assert pair["passed"] and pair["busbw_gbps"] == 1.78 and pair["transports"] == ["NET/Socket"]
+    assert pair["limit_gbps"] is None and pair["pct_of_limit"] is None
+    every = ladder.judge_step(steps[3], {"gpu1": four_nodes_output("all_nodes.txt", 35.9)}, {}, comm, 0.5)
+    run = every["runs"][0]
+    assert every["passed"] and run["reasons"] == [] and run["ranks"] == 4 and run["busbw_gbps"] == 1.64
+    assert run["basis"] == "no active InfiniBand/RoCE port and no Ethernet speed known"
+
+
+def test_judge_real_four_nodes_names_socket_use_where_facts_list_an_hca():
+    step = ladder.plan(NODES, dict.fromkeys(NODES, 1), SETTINGS)[3]
+    hca = [{"device": "mlx5_0", "port": 1, "state": "1: DOWN", "rate_gbps": 400.0, "link_layer": "InfiniBand"}]
+    comm = dict(dict.fromkeys(NODES, VETH), gpu3=dict(VETH, infiniband=hca))
+    run = ladder.judge_step(step, {"gpu1": four_nodes_output("all_nodes.txt", 35.9)}, {}, comm, 0.5)["runs"][0]
+    assert not run["passed"]
+    assert run["reasons"] == ["NET/Socket used although IB devices exist on gpu3"]

@@ -14,6 +14,7 @@ from ansible_collections.trainops.cluster.plugins.module_utils import nccl_tests
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
 REAL = os.path.join(ROOT, 'tests', 'fixtures', 'gpu', 'h200x2')
 VARIANTS = os.path.join(ROOT, 'tests', 'fixtures', 'nccl_tests')
+NODES = os.path.join(ROOT, 'tests', 'fixtures', 'gpu', 'h200x2-nodes')
 
 H200_NVLINK = {'nvlink': {'links_per_gpu': 18, 'link_speed_gbps': 26.562, 'bandwidth_gbps_per_gpu': 478.116}}
 
@@ -109,6 +110,24 @@ def test_real_debug_output_keeps_rows_apart_from_nccl_lines():
     assert result['avg_busbw'] == pytest.approx(163.476)
     assert result['errors'] == []
     assert result['complete'] is True
+
+
+def test_real_four_nodes_tagged_and_interleaved():
+    with open(os.path.join(NODES, 'all_nodes.txt')) as f:
+        text = f.read()
+    result = nt.parse_perf_output(text)
+    assert [(entry['rank'], entry['host'], entry['busid']) for entry in result['ranks']] == [
+        (0, 'gpu1', '0000:00:06'), (1, 'gpu2', '0000:00:07'), (2, 'gpu3', '0000:00:06'), (3, 'gpu4', '0000:00:07')]
+    assert (result['params']['ngpus'], result['params']['max_bytes']) == (1, 268435456)
+    # 8 B to 256 MiB; a line of rank 0 cut by one of rank 3 loses no row.
+    assert [row['size'] for row in result['rows']] == [8 * 2 ** i for i in range(26)]
+    assert last_row(result)['out_of_place'] == {'time_us': 245358.0, 'algbw': 1.09, 'busbw': 1.64, 'wrong': 0}
+    assert (result['wrong_total'], result['complete'], result['errors']) == (0, True, [])
+    info = nt.parse_nccl_debug(text)
+    assert info['hosts'] == ['gpu1', 'gpu2', 'gpu3', 'gpu4']
+    assert (info['transports'], info['networks'], info['nranks'], info['nnodes']) == (['NET/Socket'], ['Socket'], 4, 4)
+    assert info['ib_no_device_hosts'] == ['gpu1', 'gpu2', 'gpu3', 'gpu4']
+    assert sorted(info['socket_interfaces']) == ['train0:10.77.0.1%d<0>' % node for node in range(1, 5)]
 
 
 # ---------------------------------------------------------------- parse_perf_output: variants
