@@ -5,7 +5,7 @@ network (pyroute2; no iproute2 there) and SSH keys (cryptography, which ansible-
 
   nodes.py up BRIDGE CIDR PID...   a bridge holding CIDR (the controller's address); for each node process PID a veth
                                   pair, one end on the bridge, the other (named n<index>) in PID's network namespace
-  nodes.py node IFNAME CIDR        run inside a node (nsenter -n): its veth end renamed IFNAME, holding CIDR, up; lo up
+  nodes.py node END IFNAME CIDR    run inside a node (nsenter -n): its veth end END renamed IFNAME, holding CIDR, up; lo up
   nodes.py down BRIDGE             remove the bridge and the veth pairs
   nodes.py key PATH                an Ed25519 key pair in OpenSSH format, PATH and PATH.pub
 """
@@ -37,11 +37,10 @@ def up(bridge, cidr, pids):
             ipr.link("set", index=ipr.link_lookup(ifname=host_end)[0], master=br, state="up")
 
 
-def node(ifname, cidr):
+def node(end, ifname, cidr):
     iface = ipaddress.ip_interface(cidr)
     with IPRoute() as ipr:
         ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-        end = [link.get_attr("IFLA_IFNAME") for link in ipr.get_links() if link.get_attr("IFLA_IFNAME") != "lo"][0]
         index = ipr.link_lookup(ifname=end)[0]
         if end != ifname:
             ipr.link("set", index=index, ifname=ifname)
