@@ -11,8 +11,8 @@ def verify_plan(nodes, gpus, settings):
     return ladder.plan(list(nodes), dict(gpus), dict(settings))
 
 
-def verify_judge(step, outputs, gpu_facts, comm_facts, min_fraction=0.5):
-    return ladder.judge_step(dict(step), dict(outputs), dict(gpu_facts), dict(comm_facts), float(min_fraction))
+def verify_judge(step, outputs, gpu_facts, comm_facts, min_fraction=0.5, cleanup=None):
+    return ladder.judge_step(dict(step), dict(outputs), dict(gpu_facts), dict(comm_facts), float(min_fraction), dict(cleanup or {}))
 
 
 def verify_network(matrix, nodes):

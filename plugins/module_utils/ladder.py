@@ -129,11 +129,48 @@ def _limit(run, scope, gpu_facts, comm_facts):
     return link_limit_gbps(gpu_facts.get(run["leader"]), comm_facts.get(run["leader"]), scope)
 
 
-def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction):
+# /proc/<pid>/status State letters, as the cleanup reports them.
+STATES = {"R": "running", "S": "sleeping", "D": "uninterruptible", "T": "stopped", "t": "traced", "Z": "zombie"}
+
+
+def parse_cleanup(lines):
+    """The verify role's cleanup of a timed-out run on one node: lines 'killed|left PID STATE COMM'.
+
+    Returns {killed: [(comm, state)], left: [(comm, state, pid)]}; left is what was still there after SIGKILL.
+    """
+    found = {"killed": [], "left": []}
+    for line in lines or []:
+        fields = line.split(None, 3)
+        if len(fields) == 4 and fields[0] in found:
+            state = STATES.get(fields[2], fields[2])
+            found[fields[0]].append((fields[3], state) if fields[0] == "killed" else (fields[3], state, fields[1]))
+    return found
+
+
+def timeout_reasons(out, run, cleanup):
+    """What a timed-out run left on its nodes, from the cleanup's report per node (absent: not looked at)."""
+    reasons = ["timed out after %ss on %s" % (out.get("seconds"), run["leader"])]
+    seen = {host: parse_cleanup(cleanup[host]) for host in run["hosts"] if cleanup.get(host) is not None}
+    killed = ["%s %s" % (host, ", ".join("%s (%s)" % entry for entry in found["killed"])) for host, found in seen.items() if found["killed"]]
+    clean = [host for host, found in seen.items() if not found["killed"] and not found["left"]]
+    if killed:
+        reasons[0] += "; still running, killed by the cleanup: " + "; ".join(killed)
+    if clean:
+        reasons[0] += "; nothing of it left on " + ", ".join(clean)
+    unseen = [host for host in run["hosts"] if host not in seen]
+    if unseen:
+        reasons[0] += "; not checked on " + ", ".join(unseen)
+    reasons += ["%s: %s (pid %s, %s) survived SIGKILL" % (host, comm, pid, state)
+                for host, found in seen.items() for comm, state, pid in found["left"]]
+    return reasons
+
+
+def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None):
     """Verdict of one ladder step from its runs' allreduce_run results.
 
     outputs: {leader: allreduce_run result, or None when the run could not start there}; gpu_facts and comm_facts:
-    {host: facts}; min_fraction: busbw at the largest size must reach this fraction of the link limit.
+    {host: facts}; min_fraction: busbw at the largest size must reach this fraction of the link limit; cleanup:
+    {host: the cleanup's output lines (see parse_cleanup)} for the nodes of a timed-out run that were cleaned up.
     Returns {rung, label, passed, skipped, runs: [{leader, hosts, passed, reasons, busbw_gbps, pct_of_limit,
     limit_gbps, basis, transports, seconds, timed_out}]}.
     """
@@ -155,7 +192,7 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction):
                                 transports=out.get("debug"), limit=limit)
             reasons = judged["reasons"]
             if out.get("timed_out"):
-                reasons.insert(0, "timed out after %ss on %s; killed on %s" % (out.get("seconds"), run["leader"], ", ".join(run["hosts"])))
+                reasons[:0] = timeout_reasons(out, run, cleanup or {})
             elif out.get("rc") and not reasons:
                 reasons.append("%s exited with %s" % (run["argv"][0], out.get("rc")))
             entry.update(passed=not reasons, reasons=reasons, busbw_gbps=judged["busbw_gbps"], pct_of_limit=judged["pct_of_limit"],

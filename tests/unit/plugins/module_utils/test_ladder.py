@@ -82,9 +82,24 @@ def test_judge_timeout_and_unreachable():
     partial = {"rc": 124, "timed_out": True, "seconds": 60.2, "result": nccl_tests.parse_cpu_allreduce(""), "debug": None}
     verdict = ladder.judge_step(step, {"n1": partial}, {}, {}, 0.5)
     reasons = verdict["runs"][0]["reasons"]
-    assert not verdict["passed"] and reasons[0] == "timed out after 60.2s on n1; killed on n1, n2, n3"
+    assert not verdict["passed"] and reasons[0] == "timed out after 60.2s on n1; not checked on n1, n2, n3"
     verdict = ladder.judge_step(step, {}, {}, {}, 0.5)
     assert verdict["runs"][0]["reasons"] == ["n1: the run could not start (node unreachable or setup failed)"]
+
+
+def test_judge_timeout_says_what_the_cleanup_found_on_each_node():
+    step = ladder.plan(["n1", "n2", "n3"], {"n1": 0, "n2": 0, "n3": 0}, SETTINGS)[4]
+    partial = {"rc": 124, "timed_out": True, "seconds": 32.1, "result": nccl_tests.parse_cpu_allreduce(""), "debug": None}
+    # As the role's cleanup reports: n3's rank was stopped (SIGSTOP) and had to be killed, n1 was already clean,
+    # n2 did not answer (no lines at all).
+    cleanup = {"n1": [], "n2": None, "n3": ["killed 4242 T python3", "killed 4250 S orted"]}
+    reasons = ladder.judge_step(step, {"n1": partial}, {}, {}, 0.5, cleanup)["runs"][0]["reasons"]
+    assert reasons[0] == ("timed out after 32.1s on n1; still running, killed by the cleanup: n3 python3 (stopped), orted (sleeping); "
+                          "nothing of it left on n1; not checked on n2")
+    stuck = dict(cleanup, n2=["killed 77 D all_reduce_perf", "left 77 D all_reduce_perf", "garbage"])
+    reasons = ladder.judge_step(step, {"n1": partial}, {}, {}, 0.5, stuck)["runs"][0]["reasons"]
+    assert "n2 all_reduce_perf (uninterruptible)" in reasons[0]
+    assert "n2: all_reduce_perf (pid 77, uninterruptible) survived SIGKILL" in reasons
 
 
 def test_report_rows():
