@@ -119,15 +119,16 @@ def test_k_node_stopped(node):
     try:
         assert_named("unreachable from the controller", "-> node3 (name)")
     finally:
+        # Also when the check failed: the tests after this one need node3 back.
         subprocess.run(["podman", "start", name], check=True, capture_output=True)
-    # A restart hands out the interfaces anew (eth0/eth1 may swap) and rebinds /etc/hostname: site.yml repairs both.
-    for dummy in range(30):
-        if subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "-o", "UserKnownHostsFile=%s" % (STATE / "known_hosts"),
-                           "-i", str(STATE / "id_ed25519"), "root@%s" % HOSTVARS["node3"]["ansible_host"], "true"],
-                          capture_output=True, check=False).returncode == 0:
-            break
-        time.sleep(2)
-    repair()
+        # A restart hands out the interfaces anew (eth0/eth1 may swap) and rebinds /etc/hostname: site.yml repairs both.
+        for dummy in range(30):
+            if subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "-o", "UserKnownHostsFile=%s" % (STATE / "known_hosts"),
+                               "-i", str(STATE / "id_ed25519"), "root@%s" % HOSTVARS["node3"]["ansible_host"], "true"],
+                              capture_output=True, check=False).returncode == 0:
+                break
+            time.sleep(2)
+        repair()
     run, _seconds = doctor()
     assert run.returncode == 0, run.stdout[-3000:]
 
