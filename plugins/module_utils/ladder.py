@@ -136,14 +136,13 @@ STATES = {"R": "running", "S": "sleeping", "D": "uninterruptible", "T": "stopped
 def parse_cleanup(lines):
     """The verify role's cleanup of a timed-out run on one node: lines 'killed|left PID STATE COMM'.
 
-    Returns {killed: [(comm, state)], left: [(comm, state, pid)]}; left is what was still there after SIGKILL.
+    Returns {killed: [(pid, state, comm)], left: [...]}; left is what was still there a second after SIGKILL.
     """
     found = {"killed": [], "left": []}
     for line in lines or []:
         fields = line.split(None, 3)
         if len(fields) == 4 and fields[0] in found:
-            state = STATES.get(fields[2], fields[2])
-            found[fields[0]].append((fields[3], state) if fields[0] == "killed" else (fields[3], state, fields[1]))
+            found[fields[0]].append((fields[1], STATES.get(fields[2], fields[2]), fields[3]))
     return found
 
 
@@ -151,17 +150,18 @@ def timeout_reasons(out, run, cleanup):
     """What a timed-out run left on its nodes, from the cleanup's report per node (absent: not looked at)."""
     reasons = ["timed out after %ss on %s" % (out.get("seconds"), run["leader"])]
     seen = {host: parse_cleanup(cleanup[host]) for host in run["hosts"] if cleanup.get(host) is not None}
-    killed = ["%s %s" % (host, ", ".join("%s (%s)" % entry for entry in found["killed"])) for host, found in seen.items() if found["killed"]]
+    killed = ["%s %s" % (host, ", ".join("%s (%s)" % (comm, state) for _pid, state, comm in found["killed"]))
+              for host, found in seen.items() if found["killed"]]
     clean = [host for host, found in seen.items() if not found["killed"] and not found["left"]]
+    unseen = [host for host in run["hosts"] if host not in seen]
     if killed:
         reasons[0] += "; still running, killed by the cleanup: " + "; ".join(killed)
     if clean:
         reasons[0] += "; nothing of it left on " + ", ".join(clean)
-    unseen = [host for host in run["hosts"] if host not in seen]
     if unseen:
         reasons[0] += "; not checked on " + ", ".join(unseen)
     reasons += ["%s: %s (pid %s, %s) survived SIGKILL" % (host, comm, pid, state)
-                for host, found in seen.items() for comm, state, pid in found["left"]]
+                for host, found in seen.items() for pid, state, comm in found["left"]]
     return reasons
 
 
