@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, training_interface
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, playbook, training_interface
 
 USER = "train"
 
@@ -96,3 +96,17 @@ def test_launch_env(node, name):
     assert (env["NNODES"], env["NPROC_PER_NODE"], env["WORLD_SIZE"]) == ("3", "1", "3")
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (HOSTVARS["node1"]["cluster_ip"], "29500")
     assert env["NCCL_SOCKET_IFNAME"] == training_interface(name)
+
+
+def test_launch_files_are_rewritten_only_where_they_differ(node):
+    """A node whose launch files are current is only looked at; a drifted one is rewritten, the others left alone."""
+    writes = "(item=/etc/trainops/launch.env)"
+    run = playbook("site.yml", "--tags", "launch")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert all("skipping: [%s] => %s" % (name, writes) in run.stdout for name in CLUSTER), run.stdout[-3000:]
+    node("node2").check_output("echo DRIFT=1 >> /etc/trainops/launch.env")
+    run = playbook("site.yml", "--tags", "launch")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "changed: [node2] => %s" % writes in run.stdout, run.stdout[-3000:]
+    assert all("skipping: [%s] => %s" % (name, writes) in run.stdout for name in CLUSTER if name != "node2")
+    assert "DRIFT" not in node("node2").file("/etc/trainops/launch.env").content_string
