@@ -7,6 +7,10 @@ from __future__ import annotations
 from ansible_collections.trainops.cluster.plugins.module_utils import inventory, mesh, reachability
 
 
+def by_node(nodes, hostvars, path):
+    return inventory.by_node(list(nodes), hostvars, path)
+
+
 def cluster_nodes(hostvars, hosts):
     return inventory.node_records(hostvars, list(hosts))
 
@@ -30,6 +34,7 @@ def ssh_mesh_logins(targets, self_host, full_max, neighbours, launchers):
 class FilterModule:
     def filters(self):
         return {
+            "by_node": by_node,
             "cluster_nodes": cluster_nodes,
             "cluster_inventory_errors": cluster_inventory_errors,
             "cluster_node_errors": cluster_node_errors,

@@ -196,3 +196,22 @@ def node_errors(node):
         errors.append("%s: user %s exists with uid %s, not cluster_user_uid %s. Set cluster_user_uid to match, or fix the "
                       "account on %s." % (host, name, existing[1], node["uid"], host))
     return errors
+
+
+def by_node(nodes, hostvars, path):
+    """{node: hostvars[node][path...]} for each node, None where the value is not there.
+
+    path: a variable name, or a list of keys into it (["ansible_facts", "trainops_gpu", "gpu_count"]). Replaces the
+    zip/extract idiom, which needs a default per level and reads as a riddle.
+    """
+    keys = [path] if isinstance(path, str) else list(path)
+    found = {}
+    for node in nodes:
+        value = hostvars[node] if node in hostvars else None
+        for key in keys:
+            try:
+                value = value[key] if value is not None else None
+            except (KeyError, TypeError, IndexError):
+                value = None
+        found[node] = value
+    return found

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils.inventory import node_errors, node_records, validate
+from ansible_collections.trainops.cluster.plugins.module_utils.inventory import by_node, node_errors, node_records, validate
 
 SETTINGS = {
     "cluster_network": "10.72.0.0/24",
@@ -161,3 +161,9 @@ def test_nfs_server_must_be_a_cluster_node():
     settings = {h: {"cluster_nfs_server": "storage1"} for h in good()}
     assert cluster(good(), settings)[1] == ["cluster_nfs_server storage1 (group nfs_server) is not in group cluster. "
                                             "Serve NFS from a cluster node."]
+
+
+def test_by_node_reads_a_path_and_gives_none_where_it_is_missing():
+    hostvars = {"n1": {"facts": {"gpu": {"count": 8}}}, "n2": {"facts": {}}, "n3": {}}
+    assert by_node(["n1", "n2", "n3", "n4"], hostvars, ["facts", "gpu", "count"]) == {"n1": 8, "n2": None, "n3": None, "n4": None}
+    assert by_node(["n1"], hostvars, "facts") == {"n1": {"gpu": {"count": 8}}}

@@ -1,0 +1,123 @@
+"""The cluster provably trains: torchrun's rendezvous across three nodes, a DDP run that checkpoints and resumes,
+and the hangs of the field reports turned into named verdicts within the rendezvous limit, nothing left running."""
+
+import json
+import subprocess
+import time
+
+import pytest
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PROJECT, playbook, tool, training_interface
+
+REPORT = INVENTORY.parent / "reports" / "torchrun.json"
+MASTER = "%s:29500" % HOSTVARS["node1"]["cluster_ip"]
+# The rung alone, without the training run, as a user re-checks a cluster.
+RUNG = ["--tags", "torchrun", "-e", "torchrun_train=false"]
+
+
+def verdicts():
+    return {v["rung"]: v for v in json.loads(REPORT.read_text())}
+
+
+def leftovers(host):
+    """What of a launch could still be running on a node: torchrun, its ranks, their containers."""
+    # [t]: the pattern does not match the shell that runs pgrep.
+    procs = host.run("pgrep -a -f '[t]orchrun|[t]rainops_allreduce|[t]rain_ddp'").stdout.strip()
+    return procs, host.check_output("podman ps -q")
+
+
+def assert_nothing_left(node):
+    for name in CLUSTER:
+        assert leftovers(node(name)) == ("", ""), name
+
+
+def test_rendezvous_across_every_node_through_the_image(node):
+    rung = verdicts()["torchrun"]
+    assert rung["passed"], rung["reasons"]
+    assert rung["world_size"] == 3 and rung["backend"] == "gloo"
+    assert [(r["rank"], r["node"], r["host"]) for r in rung["ranks"]] == [(i, n, n) for i, n in enumerate(CLUSTER)]
+    # Gloo used the interface that holds each node's cluster_ip, not the management network's.
+    assert rung["interfaces"] == {name: [training_interface(name)] for name in CLUSTER}
+    assert 0 < rung["rendezvous_s"] < 20 and rung["busbw_gbps"] > 0
+    # The nodes have no torch of their own: the ranks ran inside the pinned image, through trainops-run.
+    assert node("node2").run("python3 -c 'import torch'").rc != 0
+    log = (INVENTORY.parent / "reports" / "torchrun" / "allreduce-node2.log").read_text()
+    assert log.startswith("$ /usr/local/bin/trainops-run sh -c")
+
+
+def test_training_run_learns_checkpoints_and_resumes(node):
+    train = verdicts()["train"]
+    assert train["passed"], train["reasons"]
+    steps = [step for step, _loss in train["losses"]]
+    assert steps == list(range(1, 41)) and train["resumed_at"] == 30
+    assert train["loss_drop"] >= 0.5
+    # The run's checkpoint directory is removed afterwards.
+    assert not node("node2").file(train["checkpoint"].rsplit("/", 1)[0]).exists
+    assert node("node3").file("/mnt/shared/trainops/torchrun").exists
+
+
+def test_a_dropped_master_port_is_named_within_the_limit(node):
+    # node1 drops the rendezvous port from node3 only, in a table of the test's own (the role's table is not touched).
+    rule = ("add table inet trainops_test; add chain inet trainops_test in { type filter hook input priority -10; }; "
+            "add rule inet trainops_test in ip saddr %s tcp dport 29500 drop" % HOSTVARS["node3"]["cluster_ip"])
+    node("node1").check_output("nft '%s'" % rule)
+    try:
+        start = time.monotonic()
+        run = playbook("verify.yml", *RUNG)
+        seconds = time.monotonic() - start
+    finally:
+        node("node1").run("nft delete table inet trainops_test")
+    assert run.returncode != 0
+    reasons = verdicts()["torchrun"]["reasons"]
+    assert "node3 never reached %s (MASTER_ADDR:MASTER_PORT): timed out" % MASTER in reasons, reasons
+    assert any(r.startswith("no worker started within the rendezvous limit") for r in reasons), reasons
+    assert "node3 never reached" in run.stdout
+    print("blocked port: verdict after %.1f s of verify.yml --tags torchrun" % seconds)
+    assert seconds < 90
+    assert_nothing_left(node)
+
+
+def test_a_duplicated_node_rank_is_named(node):
+    env = "/etc/trainops/launch.env"
+    node("node3").check_output("sed -i 's/^NODE_RANK=2$/NODE_RANK=0/' %s", env)
+    try:
+        # launch_done: use the launch environments as they are (the launch role would repair node3's).
+        run = playbook("verify.yml", *RUNG, "-e", "launch_done=true")
+    finally:
+        node("node3").check_output("sed -i 's/^NODE_RANK=0$/NODE_RANK=2/' %s", env)
+    assert run.returncode != 0
+    reasons = verdicts()["torchrun"]["reasons"]
+    assert reasons[0].startswith("node1 and node3 both claimed NODE_RANK 0 (in their launch.env)"), reasons
+    assert_nothing_left(node)
+
+
+def test_a_rank_killed_mid_training_is_named_and_nothing_is_left(node):
+    cmd = [tool("ansible-playbook"), "-i", str(INVENTORY), str(PROJECT / "playbooks" / "verify.yml"), "--tags", "torchrun",
+           "-e", '{"torchrun_train_args": ["--step-seconds", "1"]}']
+    run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            pid = node("node2").run("pgrep -f '^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py.*--stop-at'").stdout.split()
+            if pid:
+                break
+            time.sleep(1)
+        else:
+            pytest.fail("the training run never started on node2")
+        time.sleep(3)  # a few steps in
+        node("node2").check_output("kill -9 %s", pid[0])
+        out, _ = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0
+    train = verdicts()["train"]
+    assert not train["passed"]
+    assert train["reasons"][0].startswith("first launch: rank 1 on node2 died of signal 9 (SIGKILL)"), train["reasons"]
+    assert "rank 1 on node2 died of signal 9" in out
+    assert_nothing_left(node)
+
+
+def test_the_rung_passes_again_after_the_faults(node):
+    run = playbook("verify.yml", *RUNG)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert verdicts()["torchrun"]["passed"]

@@ -1,0 +1,25 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the torchrun rungs; documentation lives in the <filter name>.yml files next to this one."""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
+
+
+def torchrun_allreduce_verdict(results, nodes, nproc, gpus, master):
+    return torchrun.judge_allreduce(dict(results), list(nodes), dict(nproc), dict(gpus), str(master))
+
+
+def torchrun_training_verdict(first, resumed, nodes, nproc, master, settings):
+    return torchrun.judge_training(dict(first), dict(resumed), list(nodes), dict(nproc), str(master), dict(settings))
+
+
+def torchrun_rows(verdicts):
+    return torchrun.report_rows(list(verdicts))
+
+
+class FilterModule:
+    def filters(self):
+        return {"torchrun_allreduce_verdict": torchrun_allreduce_verdict, "torchrun_training_verdict": torchrun_training_verdict,
+                "torchrun_rows": torchrun_rows}

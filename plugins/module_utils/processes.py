@@ -1,0 +1,79 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""End every process of one run, found by a variable in its environment (inside containers too)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+# /proc/<pid>/status State letters.
+STATES = {"R": "running", "S": "sleeping", "D": "uninterruptible", "T": "stopped", "t": "traced", "Z": "zombie"}
+
+
+def _read(path, mode="r"):
+    try:
+        with open(path, mode) as handle:
+            return handle.read()
+    except OSError:  # the process ended, or is not ours to read
+        return None
+
+
+def _state(proc, pid):
+    status = _read(os.path.join(proc, pid, "status")) or ""
+    for line in status.splitlines():
+        if line.startswith("State:"):
+            letter = line.split()[1]
+            return STATES.get(letter, letter)
+    return "gone"
+
+
+def find(name, value, proc="/proc"):
+    """Processes whose environment holds name=value: [{pid, state, comm}], zombies left out (they hold nothing)."""
+    marker = ("%s=%s" % (name, value)).encode()
+    found = []
+    for pid in sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int):
+        if int(pid) == os.getpid():
+            continue
+        environ = _read(os.path.join(proc, pid, "environ"), "rb")
+        if environ is None or marker not in environ.split(b"\0"):
+            continue
+        state = _state(proc, pid)
+        if state not in ("zombie", "gone"):
+            found.append({"pid": int(pid), "state": state, "comm": (_read(os.path.join(proc, pid, "comm")) or "?").strip()})
+    return found
+
+
+def _signal(processes, signum):
+    for process in processes:
+        try:
+            os.kill(process["pid"], signum)
+        except OSError:  # ended meanwhile
+            pass
+
+
+def _wait_gone(name, value, seconds, proc, clock, sleep):
+    deadline = clock() + seconds
+    left = find(name, value, proc)
+    while left and clock() < deadline:
+        sleep(0.2)
+        left = find(name, value, proc)
+    return left
+
+
+def end_run(name, value, grace=5.0, proc="/proc", clock=time.monotonic, sleep=time.sleep):
+    """SIGTERM every process of the run, SIGKILL what is left after grace seconds, and say what happened.
+
+    SIGTERM first: a container engine's client passes it on to the container, which then ends and is removed;
+    SIGKILL alone would leave the container behind. Returns {found, killed, left}: what was still running,
+    what needed SIGKILL, and what survived it a second later (a process stuck in the kernel, on a lost GPU say).
+    """
+    found = find(name, value, proc)
+    if not found:
+        return {"found": [], "killed": [], "left": []}
+    _signal(found, signal.SIGTERM)
+    killed = _wait_gone(name, value, grace, proc, clock, sleep)
+    _signal(killed, signal.SIGKILL)
+    left = _wait_gone(name, value, 1.0, proc, clock, sleep) if killed else []
+    return {"found": found, "killed": killed, "left": left}

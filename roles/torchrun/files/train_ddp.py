@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A short distributed training run that checkpoints to shared storage and resumes: a template for real jobs.
+
+  torchrun --nnodes=$NNODES --node_rank=$NODE_RANK --nproc_per_node=$NPROC_PER_NODE \
+      --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT train_ddp.py --checkpoint-dir /mnt/shared/ckpt [--resume]
+
+A small regression model on synthetic data, wrapped in DistributedDataParallel. Every rank draws its own batch
+from a generator seeded by (seed, step, rank), so a resumed run sees exactly the batches an unbroken one would
+have seen, and ranks that stopped synchronising would end with different parameters.
+
+Rank 0 saves model, optimizer and step every --save-every steps as step-NNNNNN.pt, written to a temporary name
+and renamed, so a file with its final name is always complete; --resume loads the newest one. After each save
+one rank per node reads the file back (proving that every node sees the shared storage) and reports its hash.
+
+Prints JSON lines prefixed "TRAINOPS " on stdout (parse_output() in plugins/module_utils/torchrun.py):
+  {"event": "start", "rank": 1, "host": "node2", "resume": false}                      (every rank, at its start)
+  {"event": "step", "step": 12, "loss": 0.31}                      the loss averaged over all ranks (rank 0)
+  {"event": "checkpoint", "step": 30, "path": ..., "sha256": ..., "eval_loss": 0.2}    (rank 0, after a save)
+  {"event": "checkpoint_read", "step": 30, "sha256": ..., "host": "node2"}             (local rank 0 of each node)
+  {"event": "resumed", "step": 30, "eval_loss": 0.2, "stored_eval_loss": 0.2}          (rank 0, after --resume)
+  {"event": "done", "rank": 1, "step": 40, "params_sha256": ...}                       (every rank)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import hashlib
+import json
+import os
+import socket
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+FEATURES = 16
+
+
+def emit(event, **fields):
+    print("TRAINOPS " + json.dumps(dict(event=event, **fields), sort_keys=True), flush=True)
+
+
+def arguments():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint-dir", required=True, help="a directory on shared storage, the same on every node")
+    parser.add_argument("--steps", type=int, default=40, help="train until this step")
+    parser.add_argument("--stop-at", type=int, default=None, help="stop after this step (to resume later)")
+    parser.add_argument("--save-every", type=int, default=10)
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep after each step (tests stop a run midway)")
+    parser.add_argument("--timeout", type=int, default=60, help="seconds a collective may wait for the others")
+    return parser.parse_args()
+
+
+def batch(seed, step, rank, size, device):
+    """Inputs and targets of one rank's batch at one step: y = x . w + 0.1 noise, w fixed by the seed."""
+    weights = torch.randn(FEATURES, 1, generator=torch.Generator().manual_seed(seed))
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + step * 1_009 + rank)
+    inputs = torch.randn(size, FEATURES, generator=generator)
+    targets = inputs @ weights + 0.1 * torch.randn(size, 1, generator=generator)
+    return inputs.to(device), targets.to(device)
+
+
+def sha256_file(path):
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def params_sha256(model):
+    digest = hashlib.sha256()
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def newest_checkpoint(directory):
+    """The newest complete checkpoint: only finished files carry the final name step-NNNNNN.pt."""
+    found = sorted(glob.glob(os.path.join(directory, "step-*.pt")))
+    return found[-1] if found else None
+
+
+def evaluate(model, args, device):
+    """The loss on a fixed batch that no step trains on: the same number before a save and after a resume."""
+    inputs, targets = batch(args.seed, -1, 0, 256, device)
+    with torch.no_grad():
+        return nn.functional.mse_loss(model(inputs), targets).item()
+
+
+def save(model, optimizer, step, args, device):
+    path = os.path.join(args.checkpoint_dir, "step-%06d.pt" % step)
+    eval_loss = evaluate(model, args, device)
+    if dist.get_rank() == 0:
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "eval_loss": eval_loss}
+        torch.save(state, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        emit("checkpoint", step=step, path=path, sha256=sha256_file(path), eval_loss=eval_loss)
+    dist.barrier()
+    if int(os.environ["LOCAL_RANK"]) == 0:
+        torch.load(path, map_location="cpu")
+        emit("checkpoint_read", step=step, sha256=sha256_file(path), host=socket.gethostname(), rank=dist.get_rank())
+
+
+def main():
+    args = arguments()
+    gpu = torch.cuda.is_available()
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if gpu:
+        torch.cuda.set_device(local_rank)
+    device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
+    emit("start", rank=int(os.environ["RANK"]), host=socket.gethostname(), resume=args.resume)
+    dist.init_process_group("nccl" if gpu else "gloo", timeout=datetime.timedelta(seconds=args.timeout))
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+    module = nn.Sequential(nn.Linear(FEATURES, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
+    model = DistributedDataParallel(module, device_ids=[local_rank] if gpu else None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+
+    step = 0
+    if args.resume:
+        path = newest_checkpoint(args.checkpoint_dir)
+        if path is None:
+            raise SystemExit("--resume: no checkpoint in %s" % args.checkpoint_dir)
+        state = torch.load(path, map_location=device)
+        module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        step = state["step"]
+        if rank == 0:
+            emit("resumed", step=step, path=path, eval_loss=evaluate(module, args, device), stored_eval_loss=state["eval_loss"])
+
+    last = min(args.steps, args.stop_at or args.steps)
+    while step < last:
+        step += 1
+        inputs, targets = batch(args.seed, step, rank, args.batch, device)
+        loss = nn.functional.mse_loss(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()  # DDP averages the gradients of all ranks here
+        optimizer.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        if rank == 0:
+            emit("step", step=step, loss=mean.item() / world)
+        if step % args.save_every == 0 or step == last:
+            save(module, optimizer, step, args, device)
+        time.sleep(args.step_seconds)
+
+    emit("done", rank=rank, host=socket.gethostname(), step=step, params_sha256=params_sha256(module))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
