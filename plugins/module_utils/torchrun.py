@@ -101,7 +101,7 @@ def read_env_file(text):
     for line in (text or "").splitlines():
         line = line.strip()
         if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
+            key, dummy, value = line.partition("=")
             env[key.strip()] = value.strip().strip('"\'')
     return env
 
@@ -148,8 +148,8 @@ def launch_reasons(launches, nodes, master):
 def _probe_reason(node, probe):
     if not probe or probe.get("ok"):
         return None
-    return "%s never reached %s:%s (MASTER_ADDR:MASTER_PORT): %s" % (node, probe.get("address"), probe.get("port"),
-                                                                         probe.get("error") or "no answer")
+    return "%s never reached %s:%s (MASTER_ADDR:MASTER_PORT): %s" % (
+        node, probe.get("address"), probe.get("port"), probe.get("error") or "no answer")
 
 
 def _cleanup_text(cleanups):

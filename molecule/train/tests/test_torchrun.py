@@ -105,7 +105,7 @@ def test_a_rank_killed_mid_training_is_named_and_nothing_is_left(node):
             pytest.fail("the training run never started on node2")
         time.sleep(3)  # a few steps in
         node("node2").check_output("kill -9 %s", pid[0])
-        out, _ = run.communicate(timeout=180)
+        out = run.communicate(timeout=180)[0]
     finally:
         if run.poll() is None:
             run.kill()

@@ -1,10 +1,10 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A short distributed training run that checkpoints to shared storage and resumes: a template for real jobs.
 
   torchrun --nnodes=$NNODES --node_rank=$NODE_RANK --nproc_per_node=$NPROC_PER_NODE \
-      --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT train_ddp.py --checkpoint-dir /mnt/shared/ckpt [--resume]
+      --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT train_ddp.py --checkpoint-dir /mnt/shared/ckpt [--resume [auto]]
 
 A small regression model on synthetic data, wrapped in DistributedDataParallel. Every rank draws its own batch
 from a generator seeded by (seed, step, rank), so a resumed run sees exactly the batches an unbroken one would
@@ -52,7 +52,8 @@ def arguments():
     parser.add_argument("--steps", type=int, default=40, help="train until this step")
     parser.add_argument("--stop-at", type=int, default=None, help="stop after this step (to resume later)")
     parser.add_argument("--save-every", type=int, default=10)
-    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    parser.add_argument("--resume", nargs="?", const="yes", choices=["yes", "auto"],
+                        help="continue from the newest checkpoint (auto: if there is one, else start at step 1)")
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=1234)
@@ -126,10 +127,10 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
     step = 0
-    if args.resume:
-        path = newest_checkpoint(args.checkpoint_dir)
-        if path is None:
-            raise SystemExit("--resume: no checkpoint in %s" % args.checkpoint_dir)
+    path = newest_checkpoint(args.checkpoint_dir) if args.resume else None
+    if args.resume == "yes" and path is None:
+        raise SystemExit("--resume: no checkpoint in %s" % args.checkpoint_dir)
+    if path:
         state = torch.load(path, map_location=device)
         module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The torchrun rung: each rank all-reduces a tensor holding its rank, checks the sum, then times an all-reduce.
@@ -60,12 +60,12 @@ def nccl_version():
 
 
 def timed_allreduce(tensor, iters, warmup, synchronize):
-    for _ in range(warmup):
+    for dummy in range(warmup):
         dist.all_reduce(tensor)
     synchronize()
     dist.barrier()
     start = time.perf_counter()
-    for _ in range(iters):
+    for dummy in range(iters):
         dist.all_reduce(tensor)
     synchronize()
     return (time.perf_counter() - start) / iters

@@ -192,7 +192,7 @@ def test_an_unreached_node_is_named():
 
 # The training verdict.
 
-def training_output(steps, resume_from=None, nodes=NODES, params='p1', read_sha='abc', eval_loss=0.2, stored=0.2):
+def training_output(steps, resume_from=None, eval_loss=0.2, stored=0.2):
 
     lines = []
 
@@ -204,18 +204,18 @@ def training_output(steps, resume_from=None, nodes=NODES, params='p1', read_sha=
         emit(event='step', step=step, loss=4.0 / step)
         if step == 30:
             emit(event='checkpoint', step=30, path='/mnt/shared/x/step-000030.pt', sha256='abc', eval_loss=0.2)
-    return '\n'.join(lines), emit
+    return '\n'.join(lines)
 
 
 def training_results(first_steps=range(1, 31), resumed_steps=range(31, 41), **kwargs):
     first, resumed = {}, {}
     for rank, node in enumerate(NODES):
-        text, _ = training_output(first_steps if rank == 0 else [])
+        text = training_output(first_steps if rank == 0 else [])
         import json
         done = '\n[default0]:TRAINOPS ' + json.dumps({'event': 'done', 'rank': rank, 'step': 30, 'params_sha256': 'p1', 'host': node})
         read = '\n[default0]:TRAINOPS ' + json.dumps({'event': 'checkpoint_read', 'step': 30, 'sha256': 'abc', 'host': node, 'rank': rank})
         first[node] = result(node, text + read + done)
-        text, _ = training_output(resumed_steps if rank == 0 else [], resume_from=30 if rank == 0 else None, **kwargs)
+        text = training_output(resumed_steps if rank == 0 else [], resume_from=30 if rank == 0 else None, **kwargs)
         done = '\n[default0]:TRAINOPS ' + json.dumps({'event': 'done', 'rank': rank, 'step': 40, 'params_sha256': 'p2', 'host': node})
         resumed[node] = result(node, text + done)
     return first, resumed

@@ -1,0 +1,26 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the training jobs (playbooks/train.yml); documentation lives in the <filter name>.yml files next to this one."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from ansible_collections.trainops.cluster.plugins.module_utils import jobs
+
+
+def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir):
+    return jobs.preflight(list(nodes), dict(launch_env_b64), str(master), dict(matrix or {}), dict(listeners), dict(writes),
+                          list(seen), str(jobs_dir))
+
+
+def train_status(nodes, units, exits_b64, logs, record_b64, addresses):
+    exits = {node: base64.b64decode(text).decode("utf-8", "replace") if text else None for node, text in dict(exits_b64).items()}
+    record = json.loads(base64.b64decode(record_b64)) if record_b64 else None
+    return jobs.status(list(nodes), dict(units), exits, {n: list(v or []) for n, v in dict(logs).items()}, record, dict(addresses))
+
+
+class FilterModule:
+    def filters(self):
+        return {"train_preflight": train_preflight, "train_status": train_status}
