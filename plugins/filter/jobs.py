@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 
-from ansible_collections.trainops.cluster.plugins.module_utils import jobs
+from ansible_collections.trainops.cluster.plugins.module_utils import jobs, llamafactory
 
 
 def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir):
@@ -21,6 +21,17 @@ def train_status(nodes, units, exits_b64, logs, record_b64, addresses):
     return jobs.status(list(nodes), dict(units), exits, {n: list(v or []) for n, v in dict(logs).items()}, record, dict(addresses))
 
 
+def llamafactory_paths(config):
+    return llamafactory.node_paths(dict(config))
+
+
+def llamafactory_findings(config, shared_dir, stats, checkpoints):
+    present = {node: {r["item"]: bool(r.get("stat", {}).get("exists")) for r in (result or {}).get("results", [])}
+               for node, result in dict(stats).items()}
+    return llamafactory.findings(dict(config), str(shared_dir), present, list(checkpoints))
+
+
 class FilterModule:
     def filters(self):
-        return {"train_preflight": train_preflight, "train_status": train_status}
+        return {"train_preflight": train_preflight, "train_status": train_status, "llamafactory_paths": llamafactory_paths,
+                "llamafactory_findings": llamafactory_findings}

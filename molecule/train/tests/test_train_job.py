@@ -14,8 +14,8 @@ JOB_DIR = SHARED / "jobs" / JOB
 COMMAND = ('torchrun --nnodes="$NNODES" --node_rank="$NODE_RANK" --nproc_per_node="$NPROC_PER_NODE" '
            '--master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" --redirects 1 --tee 1 /opt/trainops/bin/train_ddp.py '
            '--checkpoint-dir "$TRAINOPS_CHECKPOINT_DIR" --resume auto --steps 200 --save-every 5 --step-seconds 0.5')
-START = ["-e", "train_job=%s" % JOB, "-e", json.dumps({"train_command": COMMAND,
-                                                        "train_run_opts": ["--volume", "/opt/trainops/bin:/opt/trainops/bin:ro"]})]
+OPTIONS = {"train_command": COMMAND, "train_run_opts": ["--volume", "/opt/trainops/bin:/opt/trainops/bin:ro"]}
+START = ["-e", "train_job=%s" % JOB, "-e", json.dumps(OPTIONS)]
 
 
 def train(*args):
@@ -134,3 +134,24 @@ def test_preflight_refuses_a_start_when_the_master_port_is_blocked(node):
     for name in CLUSTER:
         assert not node(name).file("/etc/trainops/jobs/blocked.env").exists
         assert node(name).run("systemctl is-active trainops-job@blocked").stdout.strip() != "active"
+
+
+def test_preflight_names_the_traps_of_a_llamafactory_config(node):
+    # The field guide's LoRA config, with the traps its users report: nothing of LLaMA-Factory runs (the start is
+    # refused before), so none needs to be installed.
+    config = {"model_name_or_path": "/mnt/shared/models/qwen2-0.5b", "stage": "sft", "finetuning_type": "lora",
+              "dataset_dir": "/mnt/shared/data", "output_dir": "/home/train/out", "save_steps": 50}
+    (SHARED / "data").mkdir(exist_ok=True)
+    (SHARED / "lf.yaml").write_text(json.dumps(config))
+    node("node1").check_output("mkdir -p /mnt/shared/models/qwen2-0.5b")
+    try:
+        run = train("-e", "train_job=lf", "-e", "train_config=/mnt/shared/lf.yaml",
+                    "-e", json.dumps({"train_command": "FORCE_TORCHRUN=1 llamafactory-cli train /mnt/shared/lf.yaml"}))
+    finally:
+        node("node1").check_output("rm -rf /mnt/shared/models /mnt/shared/data /mnt/shared/lf.yaml")
+    assert run.returncode != 0 and "pre-flight: job lf not started on any node" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
+    # The model directory exists on the shared storage that every node mounts: no node is named for it.
+    assert "model_name_or_path" not in run.stdout
+    assert "output_dir /home/train/out is not on shared storage (/mnt/shared)" in run.stdout
+    assert "no tokenized_path and ddp_timeout unset" in run.stdout
+    assert not node("node2").file("/etc/trainops/jobs/lf.env").exists

@@ -107,4 +107,5 @@ def test_succeeded_stopped_and_unknown_jobs():
     stopped_unit = {'ActiveState': 'inactive', 'Result': 'success', 'ExecMainStartTimestamp': 'Tue 2026-12-01 12:43:27 UTC'}
     assert jobs.status(NODES, {n: stopped_unit for n in NODES}, done, {}, RECORD, ADDRESSES)['verdict'] == 'succeeded'
     assert jobs.status(NODES, {n: stopped_unit for n in NODES}, {}, {}, RECORD, ADDRESSES)['verdict'] == 'stopped'
-    assert jobs.status(NODES, {n: {'ActiveState': 'inactive', 'ExecMainStartTimestamp': ''} for n in NODES}, {}, {}, None, ADDRESSES)['verdict'] == 'no such job'
+    never = {n: {'ActiveState': 'inactive', 'ExecMainStartTimestamp': ''} for n in NODES}
+    assert jobs.status(NODES, never, {}, {}, None, ADDRESSES)['verdict'] == 'no such job'
