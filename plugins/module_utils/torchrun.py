@@ -16,10 +16,6 @@ _RECORD_RE = re.compile(r'TRAINOPS (\{.*\})\s*$')
 _PREFIX_RE = re.compile(r'^(?:\[[^\]]*\]:|\[[^\]]*\]<\w+>:|\s*\d+: )')
 # The master's store gave up on the agents that never came: torch 1.13 (RuntimeError) and 2.x (DistStoreError).
 _CLIENTS_RE = re.compile(r'Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined')
-# An agent could not reach the master's store.
-_CONNECT_RE = re.compile(r'(client socket has timed out after \d+ ?ms while trying to connect to \([^)]*\)|'
-                         r'connect\(\) timed out\. Original timeout was \d+ ms|'
-                         r'Connection refused|No route to host|Name or service not known)')
 _ERROR_RE = re.compile(r'^(?:[\w.]+\.)?(?:\w*Error|\w*Exception|SystemExit)\b:? ?.*$')
 _FAILURE_START_RE = re.compile(r'^\[(\d+)\]:\s*$')
 _FAILURE_FIELD_RE = re.compile(r'^\s*(time|host|rank|exitcode|traceback)\s*:\s*(.*?)\s*$')
@@ -37,13 +33,13 @@ def strip_prefixes(text):
 
 
 def parse_output(text):
-    """One node's torchrun output: {records, failures, errors, clients, connect_errors}.
+    """One node's torchrun output: {records, failures, errors, clients}.
 
     records: the programs' JSON records in order (a "node" key is added by the caller, not here).
     failures: torchrun's "Root Cause" and "Failures" entries, [{rank, local_rank, host, exitcode, signal, time}].
     errors: the first distinct exception lines. clients: (joined, expected) when the master timed out waiting.
     """
-    parsed = {"records": [], "failures": [], "errors": [], "clients": None, "connect_errors": []}
+    parsed = {"records": [], "failures": [], "errors": [], "clients": None}
     failure = None
     for raw in (text or "").splitlines():
         match = _RECORD_RE.search(raw)
@@ -70,9 +66,6 @@ def parse_output(text):
         clients = _CLIENTS_RE.search(line)
         if clients:
             parsed["clients"] = (int(clients.group(2)), int(clients.group(3)))
-        connect = _CONNECT_RE.search(line)
-        if connect and connect.group(1) not in parsed["connect_errors"]:
-            parsed["connect_errors"].append(connect.group(1))
         if _ERROR_RE.match(line) and line not in parsed["errors"] and len(parsed["errors"]) < _MAX_ERRORS:
             parsed["errors"].append(line)
     return parsed

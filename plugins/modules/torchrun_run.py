@@ -125,7 +125,7 @@ probe:
   type: dict
   sample: {"address": "10.82.0.11", "port": 29500, "ok": false, "error": "timed out", "seconds": 3.0}
 parsed:
-  description: The output read by C(parse_output()) (C(records), C(failures), C(errors), C(clients), C(connect_errors)).
+  description: The output read by C(parse_output()) (C(records), C(failures), C(errors), C(clients)).
   returned: always
   type: dict
 nccl_debug:

@@ -18,18 +18,6 @@ def verdicts():
     return {v["rung"]: v for v in json.loads(REPORT.read_text())}
 
 
-def leftovers(host):
-    """What of a launch could still be running on a node: torchrun, its ranks, their containers."""
-    # [t]: the pattern does not match the shell that runs pgrep.
-    procs = host.run("pgrep -a -f '[t]orchrun|[t]rainops_allreduce|[t]rain_ddp'").stdout.strip()
-    return procs, host.check_output("podman ps -q")
-
-
-def assert_nothing_left(node):
-    for name in CLUSTER:
-        assert leftovers(node(name)) == ("", ""), name
-
-
 def test_rendezvous_across_every_node_through_the_image(node):
     rung = verdicts()["torchrun"]
     assert rung["passed"], rung["reasons"]
@@ -55,17 +43,11 @@ def test_training_run_learns_checkpoints_and_resumes(node):
     assert node("node3").file("/mnt/shared/trainops/torchrun").exists
 
 
-def test_a_dropped_master_port_is_named_within_the_limit(node):
-    # node1 drops the rendezvous port from node3 only, in a table of the test's own (the role's table is not touched).
-    rule = ("add table inet trainops_test; add chain inet trainops_test in { type filter hook input priority -10; }; "
-            "add rule inet trainops_test in ip saddr %s tcp dport 29500 drop" % HOSTVARS["node3"]["cluster_ip"])
-    node("node1").check_output("nft '%s'" % rule)
-    try:
+def test_a_dropped_master_port_is_named_within_the_limit(master_port_dropped, assert_nothing_left):
+    with master_port_dropped("node3"):
         start = time.monotonic()
         run = playbook("verify.yml", *RUNG)
         seconds = time.monotonic() - start
-    finally:
-        node("node1").run("nft delete table inet trainops_test")
     assert run.returncode != 0
     reasons = verdicts()["torchrun"]["reasons"]
     assert "node3 never reached %s (MASTER_ADDR:MASTER_PORT): timed out" % MASTER in reasons, reasons
@@ -73,10 +55,10 @@ def test_a_dropped_master_port_is_named_within_the_limit(node):
     assert "node3 never reached" in run.stdout
     print("blocked port: verdict after %.1f s of verify.yml --tags torchrun" % seconds)
     assert seconds < 90
-    assert_nothing_left(node)
+    assert_nothing_left()
 
 
-def test_a_duplicated_node_rank_is_named(node):
+def test_a_duplicated_node_rank_is_named(node, assert_nothing_left):
     env = "/etc/trainops/launch.env"
     node("node3").check_output("sed -i 's/^NODE_RANK=2$/NODE_RANK=0/' %s", env)
     try:
@@ -87,10 +69,10 @@ def test_a_duplicated_node_rank_is_named(node):
     assert run.returncode != 0
     reasons = verdicts()["torchrun"]["reasons"]
     assert reasons[0].startswith("node1 and node3 both claimed NODE_RANK 0 (in their launch.env)"), reasons
-    assert_nothing_left(node)
+    assert_nothing_left()
 
 
-def test_a_rank_killed_mid_training_is_named_and_nothing_is_left(node):
+def test_a_rank_killed_mid_training_is_named_and_nothing_is_left(node, assert_nothing_left):
     cmd = [tool("ansible-playbook"), "-i", str(INVENTORY), str(PROJECT / "playbooks" / "verify.yml"), "--tags", "torchrun",
            "-e", '{"torchrun_train_args": ["--step-seconds", "1"]}']
     run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -114,10 +96,10 @@ def test_a_rank_killed_mid_training_is_named_and_nothing_is_left(node):
     assert not train["passed"]
     assert train["reasons"][0].startswith("first launch: rank 1 on node2 died of signal 9 (SIGKILL)"), train["reasons"]
     assert "rank 1 on node2 died of signal 9" in out
-    assert_nothing_left(node)
+    assert_nothing_left()
 
 
-def test_the_rung_passes_again_after_the_faults(node):
+def test_the_rung_passes_again_after_the_faults():
     run = playbook("verify.yml", *RUNG)
     assert run.returncode == 0, run.stdout[-3000:]
     assert verdicts()["torchrun"]["passed"]

@@ -5,7 +5,7 @@ import json
 import time
 
 import pytest
-from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, playbook
+from testbed_fixtures import CLUSTER, INVENTORY, playbook
 
 JOB = "ddp1"
 SHARED = INVENTORY.parent / ".state" / "shared"
@@ -43,10 +43,6 @@ def wait_for(check, seconds, what):
     pytest.fail("%s within %d s" % (what, seconds))
 
 
-def leftovers(host):
-    return host.run("pgrep -a -f '[t]rain_ddp|[t]orchrun'").stdout.strip(), host.check_output("podman ps -q")
-
-
 @pytest.mark.parametrize("args, message", [
     (["-e", "train_job=x", "-e", "train_action=restart"], "train_action restart is not one of start, status, logs, stop"),
     (["-e", "train_job=x"], "train_command is empty"),
@@ -79,7 +75,7 @@ def test_a_second_start_of_a_running_job_is_refused():
     assert run.returncode != 0 and "job %s is already running on node1, node2, node3" % JOB in run.stdout
 
 
-def test_a_failed_node_stops_the_others_and_is_named(node):
+def test_a_failed_node_stops_the_others_and_is_named(node, assert_nothing_left):
     pid = node("node2").check_output("pgrep -f '^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py'").split()[0]
     node("node2").check_output("kill -9 %s", pid)
     killed = time.monotonic()
@@ -93,8 +89,7 @@ def test_a_failed_node_stops_the_others_and_is_named(node):
     assert "node2 failed first" in failed.stdout
     # The others lost their peer: each failed on its own (Gloo: connection closed) or was stopped; none runs on.
     assert all(report["nodes"][n]["state"] != "running" for n in CLUSTER)
-    for name in CLUSTER:
-        assert leftovers(node(name)) == ("", ""), name
+    assert_nothing_left()
 
 
 def test_start_again_resumes_after_the_last_checkpoint(node):
@@ -108,26 +103,21 @@ def test_start_again_resumes_after_the_last_checkpoint(node):
     assert "step-%06d.pt" % saved in json.loads((JOB_DIR / "job.json").read_text())["checkpoints"]
 
 
-def test_stop_ends_the_job_everywhere(node):
+def test_stop_ends_the_job_everywhere(node, assert_nothing_left):
     run = train("-e", "train_job=%s" % JOB, "-e", "train_action=stop")
     assert run.returncode == 0, run.stdout[-3000:]
     for name in CLUSTER:
         assert node(name).run("systemctl is-active trainops-job@%s" % JOB).stdout.strip() != "active"
-        assert leftovers(node(name)) == ("", ""), name
+    assert_nothing_left()
     logs = train("-e", "train_job=%s" % JOB, "-e", "train_action=logs")
     assert logs.returncode == 0 and "/jobs/%s/node3.log:" % JOB in logs.stdout
 
 
-def test_preflight_refuses_a_start_when_the_master_port_is_blocked(node):
-    rule = ("add table inet trainops_test; add chain inet trainops_test in { type filter hook input priority -10; }; "
-            "add rule inet trainops_test in ip saddr %s tcp dport 29500 drop" % HOSTVARS["node3"]["cluster_ip"])
-    node("node1").check_output("nft '%s'" % rule)
-    try:
+def test_preflight_refuses_a_start_when_the_master_port_is_blocked(node, master_port_dropped):
+    with master_port_dropped("node3"):
         start = time.monotonic()
         run = train("-e", "train_job=blocked", "-e", json.dumps({"train_command": COMMAND}))
         print("pre-flight refusal after %.1f s" % (time.monotonic() - start))
-    finally:
-        node("node1").run("nft delete table inet trainops_test")
     assert run.returncode != 0
     assert "pre-flight: job blocked not started on any node" in run.stdout
     assert "node3 -> node1 (29500): timed out" in run.stdout, run.stdout[-3000:]
