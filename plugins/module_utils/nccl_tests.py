@@ -726,7 +726,8 @@ def link_limit_gbps(gpu_facts, comm_facts, scope):
 
     scope "gpu": one GPU, nothing crosses a link: limit None. scope "node": NVLink per GPU from
     gpu_facts['nvlink'] {links_per_gpu, link_speed_gbps, bandwidth_gbps_per_gpu} (GB/s, as nvidia-smi prints;
-    bandwidth_gbps_per_gpu wins, else links x speed), else PCIe from gpu_facts['pcie'] {gen, width}. scope
+    bandwidth_gbps_per_gpu wins, else links x speed), else PCIe from gpu_facts['pcie'] {gen, width} (gpu.summarize_pcie:
+    the slowest GPU's maximum link). scope
     "multi_node": the sum of ACTIVE InfiniBand/RoCE port rates (comm_facts['infiniband'] [{device, port, state,
     rate_gbps, link_layer}], Gb/s) / 8, else the fastest Ethernet interface that is up (comm_facts['interfaces']
     [{name, state, speed_mbps}]). Returns {limit_gbps (None when unknown), basis (human text), kind ("NVLink",

@@ -274,3 +274,14 @@ def test_fewer_gpus_than_the_others_or_than_expected():
                                     "node2 reports 0 GPUs, expected 8 (verify_expect_gpus)"]
     assert ladder.plan(nodes[:2], {"node1": 1, "node2": 1}, SETTINGS, expect_gpus=1)[0]["rung"] == "gpu"
     assert ladder.gpu_shortfall(nodes, dict.fromkeys(nodes, 0)) == []
+
+
+def test_node_without_nvlink_is_judged_against_pcie_from_real_facts():
+    """The recorded 2x H200 XML without its NVLink status: the node rung is measured against PCIe Gen5 x16 from gpu_facts."""
+    h200 = FIXTURES / "gpu" / "h200x2"
+    facts = gpu.gather(smi_xml=(h200 / "nvidia-smi-q.xml").read_text(), query_csv=(h200 / "query-gpu.csv").read_text(), nvlink="")
+    assert facts["nvlink"] is None
+    step = ladder.plan(["vm"], {"vm": 2}, SETTINGS)[1]
+    run = ladder.judge_step(step, {"vm": node_output()}, {"vm": facts}, {}, 0.5)["runs"][0]
+    assert run["verdict"] == "PASS" and run["limit_gbps"] == 63.0 and run["threshold_gbps"] == 31.5
+    assert run["basis"] == "PCIe Gen5 x16: 63.0 GB/s per direction (no NVLink)"

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from ansible_collections.trainops.cluster.plugins.module_utils import gpu
 from ansible_collections.trainops.cluster.plugins.module_utils import nccl_tests as nt
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -525,6 +526,15 @@ def test_limit_pcie_and_unknown_node():
     assert limit['kind'] == 'PCIe'
     assert nt.link_limit_gbps({'nvlink': {'links_per_gpu': 0, 'link_speed_gbps': None}}, None, 'node')['limit_gbps'] is None
     assert nt.link_limit_gbps(None, None, 'node') == {'limit_gbps': None, 'basis': 'no NVLink or PCIe link facts for this node', 'kind': None}
+
+
+def test_limit_pcie_from_gathered_facts_of_a_pcie_node():
+    """4x L40S without NVLink (variant fixture): the limit comes from the PCIe link gpu_facts reads from the XML."""
+    pcie_node = os.path.join(ROOT, 'tests', 'fixtures', 'gpu', 'variants', 'l40sx4-pcie')
+    with open(os.path.join(pcie_node, 'nvidia-smi-q.xml')) as xml, open(os.path.join(pcie_node, 'nvlink-s.txt')) as nvlink:
+        facts = gpu.gather(smi_xml=xml.read(), nvlink=nvlink.read())
+    limit = nt.link_limit_gbps(facts, None, 'node')
+    assert (limit['limit_gbps'], limit['kind']) == (63.0, 'PCIe')
 
 
 def test_limit_infiniband_counts_active_ports_only():
