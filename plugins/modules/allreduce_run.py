@@ -16,8 +16,8 @@ description:
   - The command runs under a hard time limit (coreutils C(timeout)). At O(timeout) seconds its whole process
     group gets SIGTERM, and SIGKILL 2 seconds later. RV(timed_out) then says so, and the partial output is
     still parsed.
-  - O(kind=nccl_tests) parses the text output of C(all_reduce_perf), run directly or under C(mpirun
-    --tag-output). It also reads the C(NCCL_DEBUG=INFO) log into RV(debug). O(kind=cpu) parses the line
+  - O(kind=nccl_tests) parses the text output of C(all_reduce_perf), run directly, under C(mpirun
+    --tag-output) or under C(srun --label). It also reads the C(NCCL_DEBUG=INFO) log into RV(debug). O(kind=cpu) parses the line
     protocol of the verify role's CPU program C(cpu_allreduce.py).
   - With O(json_file), the JSON file that nccl-tests writes (C(-J)) supplies the result rows at full precision.
     The file holds rank 0's whole environment, so the module deletes it after reading, also when it cannot be
