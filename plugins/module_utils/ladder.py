@@ -15,6 +15,8 @@ link), "skipped" for a step that did not run; a skipped step's `passed` is None,
 
 from __future__ import annotations
 
+import posixpath
+
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import judge_rung, link_limit_gbps
 
 RUNGS = ("network", "gpus", "gpu", "node", "pairs", "all", "cpu")
@@ -81,6 +83,15 @@ def _step(rung, runs, wave=None):
     return {"rung": rung, "label": label, "wave": wave, "runs": runs, "skipped": None}
 
 
+def _json_file(settings, leader):
+    """Where nccl-tests writes its JSON (-J): it holds rank 0's whole environment, so a per-run name under json_dir,
+    a directory only the training user can read, never a fixed name in /tmp. The leader's name keeps runs on nodes
+    that share a home directory apart. None without json_dir (a build without -J)."""
+    if not settings.get("json_dir"):
+        return None
+    return posixpath.join(settings["json_dir"], "%s-%s.json" % (settings["run_id"], leader))
+
+
 def _run(hosts, gpus, settings, rung):
     """One launch: on the first of `hosts`; a single process (-g all GPUs) on one node, mpirun across nodes."""
     leader = hosts[0]
@@ -89,7 +100,7 @@ def _run(hosts, gpus, settings, rung):
         program = [settings["python"], settings["cpu_program"]] + settings.get("cpu_args", [])
         return {"leader": leader, "hosts": hosts, "ranks": len(hosts), "kind": "cpu",
                 "argv": mpirun_argv(settings, slots, program), "json_file": None}
-    json_file = settings.get("json_file")
+    json_file = _json_file(settings, leader)
     if len(hosts) == 1:
         per_proc = 1 if rung == "gpu" else gpus[leader]
         max_bytes = settings["gpu_max_bytes"] if rung == "gpu" else settings["max_bytes"]

@@ -8,7 +8,7 @@ FIXTURES = Path(__file__).parents[3] / "fixtures"
 SETTINGS = {
     "all_reduce_perf": "/opt/nccl-tests/build/all_reduce_perf", "mpirun": "mpirun", "env_wrapper": "trainops-env",
     "python": "python3", "cpu_program": "/opt/trainops/cpu_allreduce.py", "cpu_args": ["--max-bytes", "1048576"],
-    "min_bytes": 8, "max_bytes": "8G", "gpu_max_bytes": "128M", "iters": 20, "warmup": 5, "json_file": None,
+    "min_bytes": 8, "max_bytes": "8G", "gpu_max_bytes": "128M", "iters": 20, "warmup": 5, "json_dir": None,
     "mca": {"btl_tcp_if_include": "10.0.0.0/24"}, "export_env": ["NCCL_DEBUG"], "mpirun_args": [],
 }
 
@@ -285,3 +285,15 @@ def test_node_without_nvlink_is_judged_against_pcie_from_real_facts():
     run = ladder.judge_step(step, {"vm": node_output()}, {"vm": facts}, {}, 0.5)["runs"][0]
     assert run["verdict"] == "PASS" and run["limit_gbps"] == 63.0 and run["threshold_gbps"] == 31.5
     assert run["basis"] == "PCIe Gen5 x16: 63.0 GB/s per direction (no NVLink)"
+
+
+def test_json_output_goes_to_a_private_per_run_file():
+    """nccl-tests' JSON holds rank 0's environment: a per-run, per-leader name in the private json_dir, not a fixed /tmp path."""
+    private = dict(SETTINGS, json_dir="/home/train/.cache/trainops-verify", run_id="trainops-verify-20261201T120000-4242")
+    steps = ladder.plan(["n1", "n2", "n3"], dict.fromkeys(["n1", "n2", "n3"], 8), private)
+    files = [(run["leader"], run["json_file"]) for step in steps for run in step["runs"]]
+    assert ("n2", "/home/train/.cache/trainops-verify/trainops-verify-20261201T120000-4242-n2.json") in files
+    assert all(path.startswith(private["json_dir"] + "/" + private["run_id"] + "-" + leader) for leader, path in files)
+    every = steps[-1]["runs"][0]["argv"]
+    assert every[every.index("-J") + 1] == "/home/train/.cache/trainops-verify/trainops-verify-20261201T120000-4242-n1.json"
+    assert all(run["json_file"] is None and "-J" not in run["argv"] for step in ladder.plan(["n1"], {"n1": 2}, SETTINGS) for run in step["runs"])
