@@ -8,7 +8,7 @@ are skipped and one CPU rung runs a real MPI all-reduce across all nodes instead
 path with the same pinned ports and interface. A GPU cluster (a node has GPUs, or the user says how many each
 must have) where a node has fewer GPUs than that is not a CPU cluster: it fails on its first rung, naming the node.
 
-Verdicts say what they proved in one word (VERDICTS): PASS and FAIL for a run that was judged, "not judged" for a
+Verdicts say what they proved in one word, their `verdict`: PASS and FAIL for a run that was judged, "not judged" for a
 run that passed its checks but had no bandwidth threshold (no link limit known, or a one-GPU run that crosses no
 link), "skipped" for a step that did not run; a skipped step's `passed` is None, never True.
 """
@@ -29,8 +29,6 @@ LABELS = {
     "all": "all nodes",
     "cpu": "CPU all-reduce over MPI, all nodes",
 }
-# The words of the verdict column and of each verdict's `verdict` (see the module docstring).
-VERDICTS = ("PASS", "FAIL", "not judged", "skipped")
 # What a rung's busbw is judged against (see nccl_tests.link_limit_gbps).
 SCOPES = {"network": None, "gpus": None, "gpu": "gpu", "node": "node", "pairs": "multi_node", "all": "multi_node", "cpu": None}
 
@@ -74,7 +72,7 @@ def _skip(rung, reason):
 
 def _skipped_verdict(step):
     """A step that did not run: `passed` None (not proven either way), so no report can count it as a pass."""
-    return {"rung": step["rung"], "label": step["label"], "wave": step.get("wave"), "skipped": step["skipped"], "passed": None,
+    return {"rung": step["rung"], "label": step["label"], "wave": step["wave"], "skipped": step["skipped"], "passed": None,
             "verdict": "skipped", "runs": []}
 
 
@@ -271,8 +269,9 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
     min_busbw_gbps: the threshold of a run whose link limit is unknown (None: such a run is not judged).
     Returns {rung, label, wave, passed, verdict, skipped, runs: [{leader, hosts, ranks, passed, verdict, not_judged,
     reasons, busbw_gbps, pct_of_limit, limit_gbps, threshold_gbps, basis, transports, seconds, timed_out}]}.
-    passed: no run failed (None for a skipped step, which has no runs); verdict: one of VERDICTS, the step's being
-    the worst of its runs'; not_judged: why a run that passed had no bandwidth threshold, else None.
+    passed: no run failed (None for a skipped step, which has no runs); verdict: PASS, FAIL, "not judged" or
+    "skipped", the step's being the worst of its runs'; not_judged: why a run that passed had no bandwidth
+    threshold, else None.
     """
     if step["skipped"]:
         return _skipped_verdict(step)
@@ -301,7 +300,7 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
                 reasons.append("%s exited with %s" % (run["argv"][0], out.get("rc")))
             entry.update(passed=not reasons, reasons=reasons, busbw_gbps=judged["busbw_gbps"], pct_of_limit=judged["pct_of_limit"],
                          threshold_gbps=judged["threshold_gbps"], transports=judged["transports"], seconds=out.get("seconds"),
-                         timed_out=bool(out.get("timed_out")), basis=basis, not_judged=not_judged)
+                         timed_out=bool(out.get("timed_out")), basis=basis, not_judged=None if reasons else not_judged)
         entry["verdict"] = _verdict_word(entry["passed"], entry["not_judged"])
         verdict["runs"].append(entry)
     words = [run["verdict"] for run in verdict["runs"]]

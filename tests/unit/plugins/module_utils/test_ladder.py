@@ -202,6 +202,9 @@ def test_one_gpu_rung_is_not_judged():
         assert verdict["verdict"] == run["verdict"] == "not judged"
         assert run["not_judged"] == "not judged: one GPU on vm, no link exercised"
         assert ladder.report_rows([verdict])[0][7:] == ["not judged", "not judged: one GPU on vm, no link exercised"]
+    # A run that failed is FAIL for what failed, with nothing about thresholds.
+    failed = ladder.judge_step(step, {"vm": dict(one_gpu_output(), rc=1)}, {"vm": h200_facts()}, {}, 0.5)["runs"][0]
+    assert (failed["verdict"], failed["not_judged"], failed["reasons"]) == ("FAIL", None, ["trainops-env exited with 1"])
 
 
 def test_judged_run_says_pass():
