@@ -7,12 +7,13 @@ from __future__ import annotations
 from ansible_collections.trainops.cluster.plugins.module_utils import ladder
 
 
-def verify_plan(nodes, gpus, settings):
-    return ladder.plan(list(nodes), dict(gpus), dict(settings))
+def verify_plan(nodes, gpus, settings, expect_gpus=None, gpu_facts=None):
+    return ladder.plan(list(nodes), dict(gpus), dict(settings), None if expect_gpus is None else int(expect_gpus), dict(gpu_facts or {}))
 
 
-def verify_judge(step, outputs, gpu_facts, comm_facts, min_fraction=0.5, cleanup=None):
-    return ladder.judge_step(dict(step), dict(outputs), dict(gpu_facts), dict(comm_facts), float(min_fraction), dict(cleanup or {}))
+def verify_judge(step, outputs, gpu_facts, comm_facts, min_fraction=0.5, cleanup=None, min_busbw_gbps=None):
+    return ladder.judge_step(dict(step), dict(outputs), dict(gpu_facts), dict(comm_facts), float(min_fraction), dict(cleanup or {}),
+                             None if min_busbw_gbps is None else float(min_busbw_gbps))
 
 
 def verify_network(matrix, nodes):

@@ -18,16 +18,16 @@ TIMED_OUT = (124, 137, -9)
 KILL_AFTER = 2
 
 
-def run_bounded(module, argv, timeout, environ_update=None):
+def run_bounded(module, argv, timeout, environ_update=None, umask=None):
     """Run argv under coreutils timeout(1), which kills the command's whole process group at the deadline.
 
-    Returns (rc, stdout, stderr, timed_out). A process the kernel cannot kill (an nvidia-smi on a GPU that
+    umask: the command's umask (None: the module's). Returns (rc, stdout, stderr, timed_out). A process the kernel cannot kill (an nvidia-smi on a GPU that
     fell off the bus) still holds the module; roles bound such modules with the task keyword `timeout`.
     """
     timeout_bin = module.get_bin_path("timeout", required=True, opt_dirs=["/usr/bin", "/bin"])
     start = time.monotonic()
     rc, out, err = module.run_command([timeout_bin, "-k", str(KILL_AFTER), str(timeout)] + list(argv),
-                                      environ_update=environ_update or {}, expand_user_and_vars=False)
+                                      environ_update=environ_update or {}, expand_user_and_vars=False, umask=umask)
     return rc, out, err, rc in TIMED_OUT and time.monotonic() - start >= timeout
 
 

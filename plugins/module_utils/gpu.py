@@ -54,12 +54,38 @@ def _xml_text(element, path):
     return _value(found.text) if found is not None else None
 
 
+def _pcie_link(gpu):
+    """A GPU's PCIe link from -q -x: {max_gen, max_width, current_gen, current_width}, None when nothing is reported.
+
+    max_* is what the link between this GPU and its host can train to (nvidia-smi's "Max", the lower of device and
+    host); current_* is what it runs at now, which drops to a lower generation while the GPU idles.
+    """
+    link = {
+        "max_gen": _int_prefix(_xml_text(gpu, "pci/pci_gpu_link_info/pcie_gen/max_link_gen")),
+        "max_width": _int_prefix(_xml_text(gpu, "pci/pci_gpu_link_info/link_widths/max_link_width")),
+        "current_gen": _int_prefix(_xml_text(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
+        "current_width": _int_prefix(_xml_text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width")),
+    }
+    return link if any(value is not None for value in link.values()) else None
+
+
+def summarize_pcie(gpus):
+    """Node-level PCIe link, {gen, width}: the lowest maximum generation and width over the GPUs (the slowest GPU paces
+    a collective), or None when a GPU does not report both. The maximum, not the current link: an idle GPU's link
+    runs at a lower generation until traffic starts, and a link trained below its maximum should show as slow."""
+    links = [gpu.get("pcie") or {} for gpu in gpus]
+    if not links or any(link.get("max_gen") is None or link.get("max_width") is None for link in links):
+        return None
+    return {"gen": min(link["max_gen"] for link in links), "width": min(link["max_width"] for link in links)}
+
+
 def parse_smi_xml(xml_text):
     """Parse `nvidia-smi -q -x`.
 
     Returns {driver_version, cuda_version, gpu_count, gpus: [{index, name, uuid, pci_bus_id, memory_total_mib,
-    compute_capability, ecc_mode, mig_mode, persistence_mode}]}. index is the GPU's position in the document, which
-    is nvidia-smi's own index order (not minor_number, which can differ). Raises ValueError on text that is not XML.
+    compute_capability, ecc_mode, mig_mode, persistence_mode, pcie}]}. index is the GPU's position in the document, which
+    is nvidia-smi's own index order (not minor_number, which can differ). pcie: see _pcie_link. Raises ValueError on
+    text that is not XML.
     """
     try:
         root = ET.fromstring(xml_text)
@@ -80,6 +106,7 @@ def parse_smi_xml(xml_text):
             "ecc_mode": _xml_text(gpu, "ecc_mode/current_ecc"),
             "mig_mode": _xml_text(gpu, "mig_mode/current_mig"),
             "persistence_mode": _xml_text(gpu, "persistence_mode"),
+            "pcie": _pcie_link(gpu),
         })
     return {
         "driver_version": _xml_text(root, "driver_version"),
@@ -265,6 +292,7 @@ def empty_facts(reason, kernel_module=None):
         "gpu_models": [],
         "gpus": [],
         "nvlink": None,
+        "pcie": None,
         "topology": None,
         "kernel_module": kernel_module,
         "xid_errors": None,
@@ -332,6 +360,7 @@ def _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module):
         "gpu_models": models,
         "gpus": gpus,
         "nvlink": summarize_nvlink(links),
+        "pcie": summarize_pcie(gpus),
         "topology": parse_topo(topo) if topo is not None else None,
         "kernel_module": kernel_module,
     }

@@ -27,6 +27,9 @@ from ansible_collections.trainops.cluster.plugins.module_utils.comm import nccl_
 _CTIME = r'[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}'
 _MPI_TAG_RE = re.compile(r'(?:%s)?\[[^\[\],\s]+,(\d+)\]<(stdout|stderr|stddiag)>:' % _CTIME)
 _MPI_TIMESTAMP_ONLY_RE = re.compile(r'^%s<(stdout|stderr|stddiag)>:' % _CTIME)
+# Slurm's `srun --label` puts the task number in front of every line a task writes, right-aligned to the width of
+# the highest one (" 0: ", "12: "); srun's own messages ("srun: error: ...") have none.
+_SRUN_LABEL_RE = re.compile(r'^ *(\d+): ')
 
 _VERSION_RE = re.compile(r'^#\s*nccl-tests version (\S+)(?:\s+nccl-headers=\d+)?(?:\s+nccl-library=(\d+))?')
 _START_RE = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
@@ -75,17 +78,21 @@ _MAX_ERROR_REASONS = 5
 
 
 def strip_mpi_tags(text):
-    """Open MPI output -> [(rank or None, stream or None, line)] in order.
+    """Open MPI or Slurm output -> [(rank or None, stream or None, line)] in order.
 
     Handles `--tag-output` ("[1,3]<stderr>:text"), `--tag-output --timestamp-output` (ctime before the tag),
-    `--timestamp-output` alone (rank None) and untagged text (rank and stream None). rank is the MPI_COMM_WORLD rank
-    of the process that wrote the line. Open MPI 4.1 tags every chunk it forwards, so a line flushed in two pieces
+    `--timestamp-output` alone (rank None), `srun --label` ("12: text", stream None, the task number as rank) and
+    untagged text (rank and stream None). rank is the MPI_COMM_WORLD rank of the process that wrote the line. Open MPI 4.1 tags every chunk it forwards, so a line flushed in two pieces
     can carry a second tag in the middle, possibly after another rank's text: the pieces are joined per rank and
     stream, and the line is emitted when it ends.
     """
     out = []
     pending = {}
     for raw in (text or '').splitlines():
+        label = _SRUN_LABEL_RE.match(raw)
+        if label:
+            out.append((int(label.group(1)), None, raw[label.end():]))
+            continue
         only_stamp = _MPI_TIMESTAMP_ONLY_RE.match(raw)
         if only_stamp:
             out.append((None, only_stamp.group(1), raw[only_stamp.end():]))
@@ -228,7 +235,7 @@ def _finish_rows(result):
 
 
 def parse_perf_output(text):
-    """nccl-tests text output (plain, or from `mpirun --tag-output`, NCCL INFO lines mixed in) -> rung result.
+    """nccl-tests text output (plain, from `mpirun --tag-output` or `srun --label`, NCCL INFO lines mixed in) -> rung result.
 
     version: nccl-tests version ("2.19.6"); nccl_library: NCCL version it ran with ("2.28.9"); collective:
     "all_reduce"; params: {nthreads, ngpus, min_bytes, max_bytes, step, step_type ("factor"/"bytes"), warmup_iters,
@@ -726,7 +733,8 @@ def link_limit_gbps(gpu_facts, comm_facts, scope):
 
     scope "gpu": one GPU, nothing crosses a link: limit None. scope "node": NVLink per GPU from
     gpu_facts['nvlink'] {links_per_gpu, link_speed_gbps, bandwidth_gbps_per_gpu} (GB/s, as nvidia-smi prints;
-    bandwidth_gbps_per_gpu wins, else links x speed), else PCIe from gpu_facts['pcie'] {gen, width}. scope
+    bandwidth_gbps_per_gpu wins, else links x speed), else PCIe from gpu_facts['pcie'] {gen, width} (gpu.summarize_pcie:
+    the slowest GPU's maximum link). scope
     "multi_node": the sum of ACTIVE InfiniBand/RoCE port rates (comm_facts['infiniband'] [{device, port, state,
     rate_gbps, link_layer}], Gb/s) / 8, else the fastest Ethernet interface that is up (comm_facts['interfaces']
     [{name, state, speed_mbps}]). Returns {limit_gbps (None when unknown), basis (human text), kind ("NVLink",

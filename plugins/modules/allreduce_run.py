@@ -16,8 +16,8 @@ description:
   - The command runs under a hard time limit (coreutils C(timeout)). At O(timeout) seconds its whole process
     group gets SIGTERM, and SIGKILL 2 seconds later. RV(timed_out) then says so, and the partial output is
     still parsed.
-  - O(kind=nccl_tests) parses the text output of C(all_reduce_perf), run directly or under C(mpirun
-    --tag-output). It also reads the C(NCCL_DEBUG=INFO) log into RV(debug). O(kind=cpu) parses the line
+  - O(kind=nccl_tests) parses the text output of C(all_reduce_perf), run directly, under C(mpirun
+    --tag-output) or under C(srun --label). It also reads the C(NCCL_DEBUG=INFO) log into RV(debug). O(kind=cpu) parses the line
     protocol of the verify role's CPU program C(cpu_allreduce.py).
   - With O(json_file), the JSON file that nccl-tests writes (C(-J)) supplies the result rows at full precision.
     The file holds rank 0's whole environment, so the module deletes it after reading, also when it cannot be
@@ -55,6 +55,8 @@ options:
     description:
       - The path given to nccl-tests with C(-J) (or C(--output_file)), relative to O(chdir). Only for
         O(kind=nccl_tests).
+      - The command then runs with umask 0077, so that nccl-tests creates the file (which holds rank 0's whole
+        environment) readable by its owner only. Give a path in a directory only that user can read.
       - A file left at this path by an earlier run is deleted before the command starts, because nccl-tests
         never overwrites a file. It would write to C(FILE.0), C(FILE.1) and so on instead.
       - After the run, the module reads the file that the output names in its C(# Writing JSON output to)
@@ -114,10 +116,11 @@ EXAMPLES = r"""
       - -g
       - "1"
       - -J
-      - /tmp/trainops-allreduce-pair.json
+      - /home/trainer/.cache/trainops-verify/pair.json
     environment:
       NCCL_DEBUG: INFO
-    json_file: /tmp/trainops-allreduce-pair.json
+    # In a directory only trainer can read (mode 0700).
+    json_file: /home/trainer/.cache/trainops-verify/pair.json
     timeout: 900
   register: rung
   become: true
@@ -230,7 +233,7 @@ result:
     json_output:
       description: The file that the C(# Writing JSON output to) line names, as printed.
       type: str
-      sample: /tmp/trainops-allreduce-pair.json
+      sample: /home/trainer/.cache/trainops-verify/pair.json
     notes:
       description: Non-fatal remarks, for example a reduced maxBytes or a JSON file that was not used and why.
       type: list
@@ -261,7 +264,7 @@ json_removed:
   returned: always
   type: list
   elements: str
-  sample: [/tmp/trainops-allreduce-pair.json]
+  sample: [/home/trainer/.cache/trainops-verify/pair.json]
 """
 
 import os
@@ -278,6 +281,8 @@ from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import
     parse_perf_output,
 )
 
+# The umask of a run that writes a JSON file: the file is created 0600.
+PRIVATE_UMASK = 0o077
 # Filled from the JSON file only where the text lacks them (a run whose stdout was lost).
 JSON_FALLBACK_KEYS = ("nccl_library", "collective", "avg_busbw", "out_of_bounds")
 
@@ -384,7 +389,8 @@ def main():
         remove(json_file, removed, notes)
 
     start = time.monotonic()
-    rc, out, err, timed_out = run_bounded(module, argv, timeout, environ_update=environment)
+    # nccl-tests creates the JSON file with the umask's mode, and it holds rank 0's whole environment: owner only.
+    rc, out, err, timed_out = run_bounded(module, argv, timeout, environ_update=environment, umask=PRIVATE_UMASK if json_file else None)
     seconds = round(time.monotonic() - start, 3)
 
     text = out + ("\n" + err if err else "")

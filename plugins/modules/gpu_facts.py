@@ -174,6 +174,13 @@ ansible_facts:
                 - C(links_inactive) is null when the driver only said all links are inactive.
               type: dict
               sample: {"links_active": 18, "links_inactive": 0, "link_speed_gbps": 26.562, "bandwidth_gbps": 478.116}
+            pcie:
+              description:
+                - This GPU's PCIe link from C(nvidia-smi -q -x); null when the XML has none.
+                - C(max_gen) and C(max_width) are what the link can train to (the lower of GPU and host), C(current_gen) and
+                  C(current_width) what it runs at now (the generation drops while the GPU idles).
+              type: dict
+              sample: {"max_gen": 5, "max_width": 16, "current_gen": 5, "current_width": 16}
         nvlink:
           description:
             - Node NVLink summary, each figure the minimum over GPUs (the slowest GPU paces a collective).
@@ -183,6 +190,14 @@ ansible_facts:
           type: dict
           returned: always
           sample: {"links_per_gpu": 18, "link_speed_gbps": 26.562, "bandwidth_gbps_per_gpu": 478.116}
+        pcie:
+          description:
+            - Node PCIe summary, the lowest maximum generation (C(gen)) and width (C(width), lanes) over the GPUs.
+            - The verify ladder measures a node without NVLink against it.
+            - Null when a GPU does not report its PCIe link, or there are no GPUs.
+          type: dict
+          returned: always
+          sample: {"gen": 5, "width": 16}
         topology:
           description:
             - Parsed C(nvidia-smi topo -m); null when it was not run or failed.

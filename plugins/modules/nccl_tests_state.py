@@ -14,7 +14,7 @@ description:
     time of the file it leads to, reads the stamp of the last build, and asks nccl-tests C(all_reduce_perf) (O(binary))
     whether it can write its results as JSON (C(-J)).
   - These are the looks the role trainops.cluster.nccl_tests takes before it decides whether to build; one module run
-    instead of one per look.
+    instead of one per look. RV(cpus) gives the build its C(make -j), without gathering the hardware facts.
   - Read-only. Nothing missing makes it fail; a missing library, binary or stamp is reported as V(null) or V(false).
 options:
   nccl_dirs:
@@ -120,6 +120,13 @@ json_output:
   returned: always
   type: bool
   sample: true
+cpus:
+  description:
+    - CPUs this node lets the module run on (its CPU affinity, which a container's or cgroup's cpuset narrows), as
+      C(nproc) counts them; the role's C(make -j).
+  returned: always
+  type: int
+  sample: 16
 help_rc:
   description: Exit status of C(all_reduce_perf -h); V(null) when O(binary) is not an executable file.
   returned: always
@@ -169,6 +176,14 @@ def read_stamp(path):
         return None
 
 
+def usable_cpus():
+    """CPUs this process may run on, as nproc(1) counts them: the affinity mask, where the platform has one."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity outside Linux
+        return os.cpu_count() or 1
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -192,7 +207,8 @@ def main():
         help_error = help_problem(help_rc, out + "\n" + err, timed_out, timeout)
         json_output = help_supports_json(out + "\n" + err)
     module.exit_json(changed=False, nccl_lib=nccl_lib, nccl_lib_size=size, nccl_lib_mtime=mtime, binary_exists=binary_exists,
-                     stamp=read_stamp(params["stamp_file"]), json_output=json_output, help_rc=help_rc, help_error=help_error)
+                     stamp=read_stamp(params["stamp_file"]), json_output=json_output, help_rc=help_rc, help_error=help_error,
+                     cpus=usable_cpus())
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ REAL = FIXTURES / "h200x2"
 VARIANTS = FIXTURES / "variants"
 
 H200_UUIDS = ["GPU-35dbb3dd-bc6a-8d24-264e-1c22176352a8", "GPU-770f1196-7717-9f80-ebed-29835fa1d4f0"]
-FACT_KEYS = {"available", "reason", "driver_version", "cuda_version", "gpu_count", "gpu_models", "gpus", "nvlink",
+FACT_KEYS = {"available", "reason", "driver_version", "cuda_version", "gpu_count", "gpu_models", "gpus", "nvlink", "pcie",
              "topology", "kernel_module", "xid_errors", "xid_reason", "errors"}
 GPU_KEYS = {"index", "name", "uuid", "pci_bus_id", "memory_total_mib", "compute_capability", "ecc_mode", "mig_mode",
-            "persistence_mode", "nvlink"}
+            "persistence_mode", "pcie", "nvlink"}
 
 
 def read(name, variant=None):
@@ -57,6 +57,7 @@ def test_smi_xml_real():
         "ecc_mode": "Enabled",
         "mig_mode": "Disabled",
         "persistence_mode": "Enabled",
+        "pcie": {"max_gen": 5, "max_width": 16, "current_gen": 5, "current_width": 16},
     }
     assert [g["pci_bus_id"] for g in smi["gpus"]] == ["00000000:00:06.0", "00000000:00:07.0"]
 
@@ -318,3 +319,20 @@ def test_secondary_commands_missing():
     assert facts["errors"] == ["nvidia-smi nvlink -s timed out after 20 s"]
     assert facts["xid_errors"] is None
     assert facts["xid_reason"] == "dmesg not found; journalctl not found"
+
+
+def test_pcie_link_of_the_real_node():
+    """The recorded XML's pci_gpu_link_info (Gen5 x16 on both GPUs) gives the node's PCIe link, which the ladder reads."""
+    facts = gather_variant()
+    assert [g["pcie"] for g in facts["gpus"]] == [{"max_gen": 5, "max_width": 16, "current_gen": 5, "current_width": 16}] * 2
+    assert facts["pcie"] == {"gen": 5, "width": 16}
+
+
+def test_pcie_summary_is_the_slowest_gpus_maximum():
+    # An idle GPU's current generation drops (Gen1 here): the maximum is what a collective gets.
+    idle = {"max_gen": 5, "max_width": 16, "current_gen": 1, "current_width": 16}
+    narrow = {"max_gen": 5, "max_width": 8, "current_gen": 5, "current_width": 8}
+    assert gpu.summarize_pcie([{"pcie": idle}, {"pcie": narrow}]) == {"gen": 5, "width": 8}
+    assert gpu.summarize_pcie([{"pcie": idle}, {"pcie": None}]) is None
+    assert gpu.summarize_pcie([]) is None
+    assert gpu.gather(smi_xml=None)["pcie"] is None

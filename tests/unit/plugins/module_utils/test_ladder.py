@@ -8,7 +8,7 @@ FIXTURES = Path(__file__).parents[3] / "fixtures"
 SETTINGS = {
     "all_reduce_perf": "/opt/nccl-tests/build/all_reduce_perf", "mpirun": "mpirun", "env_wrapper": "trainops-env",
     "python": "python3", "cpu_program": "/opt/trainops/cpu_allreduce.py", "cpu_args": ["--max-bytes", "1048576"],
-    "min_bytes": 8, "max_bytes": "8G", "gpu_max_bytes": "128M", "iters": 20, "warmup": 5, "json_file": None,
+    "min_bytes": 8, "max_bytes": "8G", "gpu_max_bytes": "128M", "iters": 20, "warmup": 5, "json_dir": None,
     "mca": {"btl_tcp_if_include": "10.0.0.0/24"}, "export_env": ["NCCL_DEBUG"], "mpirun_args": [],
 }
 
@@ -115,12 +115,14 @@ def test_network_verdict():
     verdict = ladder.network_verdict(blocked, ["node1", "node2"])
     assert not verdict["passed"] and verdict["runs"][0]["reasons"] == ["node2 -> node1 (29500): timed out"]
     assert ladder.report_rows([verdict])[0][:3] == ["ports between nodes", "node1,node2", "-"]
+    assert verdict["verdict"] == "FAIL" and ladder.report_rows([verdict])[0][7] == "FAIL"
 
 
 def test_network_verdict_one_node():
-    """One node: no port matrix runs (verify.yml passes an empty one); the rung is skipped, passes and shows why."""
+    """One node: no port matrix runs (verify.yml passes an empty one); the rung is skipped, not passed, and shows why."""
     verdict = ladder.network_verdict({}, ["node1"])
-    assert verdict["passed"] and verdict["skipped"] == "skipped: one node" and verdict["runs"] == []
+    assert verdict["passed"] is None and verdict["verdict"] == "skipped"
+    assert verdict["skipped"] == "skipped: one node" and verdict["runs"] == []
     assert ladder.report_rows([verdict]) == [["ports between nodes", "-", "-", "-", "-", "-", "-", "skipped", "skipped: one node"]]
     # A matrix left over from an earlier stage changes nothing.
     assert ladder.network_verdict({"ok": False, "messages": ["stale"]}, ["node1"]) == verdict
@@ -160,3 +162,141 @@ def test_judge_real_four_nodes_names_socket_use_where_facts_list_an_hca():
     run = ladder.judge_step(step, {"gpu1": four_nodes_output("all_nodes.txt", 35.9)}, {}, comm, 0.5)["runs"][0]
     assert not run["passed"]
     assert run["reasons"] == ["NET/Socket used although IB devices exist on gpu3"]
+
+
+def failed_rungs(verdicts):
+    """What the role's final assert (and the torchrun role) count as failed: rejectattr('passed') | rejectattr('skipped')."""
+    return [v["rung"] for v in verdicts if not v["passed"] and not v["skipped"]]
+
+
+def test_a_skipped_step_is_never_passed():
+    """verify.json and the table say skipped, passed is None; only rungs that ran and failed count as failed."""
+    steps = ladder.plan(["vm"], {"vm": 2}, SETTINGS)
+    skipped = ladder.judge_step(steps[2], {}, {}, {}, 0.5)
+    assert skipped == {"rung": "pairs", "label": "node pairs", "wave": None, "skipped": "skipped: needs at least 2 nodes",
+                       "passed": None, "verdict": "skipped", "runs": []}
+    # As step.yml records a step after a failed one: the stop reason replaces the plan's.
+    stopped = ladder.judge_step(dict(steps[1], skipped="not run: one GPU on each node failed"), {"vm": node_output()},
+                                {"vm": h200_facts()}, {}, 0.5)
+    assert stopped["passed"] is None and stopped["verdict"] == "skipped" and stopped["runs"] == []
+    failed = ladder.judge_step(steps[1], {}, {}, {}, 0.5)
+    verdicts = [ladder.network_verdict({}, ["vm"]), failed, skipped, stopped]
+    assert failed_rungs(verdicts) == ["node"]
+    assert [row[7] for row in ladder.report_rows(verdicts)] == ["skipped", "FAIL", "skipped", "skipped"]
+
+
+def one_gpu_output():
+    """The recorded node run as one rank would print it (rank 1's device line dropped): a run of the one-GPU rung."""
+    text = (FIXTURES / "gpu" / "h200x2" / "all_reduce_perf.txt").read_text()
+    text = "".join(line for line in text.splitlines(True) if "Rank  1 " not in line)
+    return {"rc": 0, "timed_out": False, "seconds": 3.0, "result": nccl_tests.parse_perf_output(text), "debug": None}
+
+
+def test_one_gpu_rung_is_not_judged():
+    """One rank crosses no link: its busbw holds nothing, so the run says not judged rather than PASS."""
+    step = ladder.plan(["vm"], {"vm": 2}, SETTINGS)[0]
+    for min_busbw in (None, 100.0):
+        verdict = ladder.judge_step(step, {"vm": one_gpu_output()}, {"vm": h200_facts()}, {}, 0.5, min_busbw_gbps=min_busbw)
+        run = verdict["runs"][0]
+        assert verdict["passed"] and run["passed"] and run["reasons"] == [] and run["threshold_gbps"] is None
+        assert verdict["verdict"] == run["verdict"] == "not judged"
+        assert run["not_judged"] == "not judged: one GPU on vm, no link exercised"
+        assert ladder.report_rows([verdict])[0][7:] == ["not judged", "not judged: one GPU on vm, no link exercised"]
+    # A run that failed is FAIL for what failed, with nothing about thresholds.
+    failed = ladder.judge_step(step, {"vm": dict(one_gpu_output(), rc=1)}, {"vm": h200_facts()}, {}, 0.5)["runs"][0]
+    assert (failed["verdict"], failed["not_judged"], failed["reasons"]) == ("FAIL", None, ["trainops-env exited with 1"])
+
+
+def test_judged_run_says_pass():
+    verdict = ladder.judge_step(ladder.plan(["vm"], {"vm": 2}, SETTINGS)[1], {"vm": node_output()}, {"vm": h200_facts()}, {}, 0.5)
+    assert verdict["verdict"] == verdict["runs"][0]["verdict"] == "PASS" and verdict["runs"][0]["not_judged"] is None
+
+
+def test_no_link_limit_is_not_judged_and_names_the_link():
+    """Over veths no limit is known: not judged, naming each node's interface, unless verify_min_busbw_gbps is set."""
+    step = ladder.plan(NODES, dict.fromkeys(NODES, 1), SETTINGS)[3]
+    comm = dict.fromkeys(NODES, VETH)
+    output = {"gpu1": four_nodes_output("all_nodes.txt", 35.9)}
+    verdict = ladder.judge_step(step, output, {}, comm, 0.5)
+    run = verdict["runs"][0]
+    why = "not judged: no link limit known for gpu1's train0, gpu2's train0, gpu3's train0, gpu4's train0"
+    assert verdict["passed"] and verdict["verdict"] == run["verdict"] == "not judged" and run["not_judged"] == why
+    assert failed_rungs([verdict]) == []
+    assert ladder.report_rows([verdict])[0][7:] == ["not judged", why]
+    # The interface the facts name for NCCL wins over the list of interfaces that are up.
+    named = dict(comm, gpu2=dict(VETH, nccl_socket_ifname="eth1"))
+    assert "gpu2's eth1" in ladder.judge_step(step, output, {}, named, 0.5)["runs"][0]["not_judged"]
+
+    judged = ladder.judge_step(step, output, {}, comm, 0.5, min_busbw_gbps=1.5)
+    run = judged["runs"][0]
+    assert judged["verdict"] == run["verdict"] == "PASS" and run["not_judged"] is None and run["threshold_gbps"] == 1.5
+    assert run["basis"] == "verify_min_busbw_gbps 1.5 GB/s (no link limit known for gpu1's train0, gpu2's train0, gpu3's train0, gpu4's train0)"
+    too_slow = ladder.judge_step(step, output, {}, comm, 0.5, min_busbw_gbps=2.0)
+    assert too_slow["verdict"] == "FAIL" and not too_slow["passed"]
+    assert too_slow["runs"][0]["reasons"] == ["busbw 1.6 GB/s < threshold 2.0 GB/s"]
+
+
+def test_node_rung_without_link_facts_is_not_judged():
+    step = ladder.plan(["vm"], {"vm": 2}, SETTINGS)[1]
+    run = ladder.judge_step(step, {"vm": node_output()}, {"vm": {"nvlink": None}}, {}, 0.5)["runs"][0]
+    assert run["verdict"] == "not judged" and run["not_judged"] == "not judged: no link limit known for vm's GPU links (no NVLink or PCIe facts)"
+
+
+def test_cpu_rung_stays_pass():
+    """The CPU rung proves the launch path, not bandwidth (it has no scope): a clean run passes as before."""
+    nodes = ["node1", "node2", "node3"]
+    step = ladder.plan(nodes, dict.fromkeys(nodes, 0), SETTINGS)[4]
+    text = (FIXTURES / "nccl_tests" / "cpu_allreduce_3ranks.txt").read_text()
+    out = {"rc": 0, "timed_out": False, "seconds": 2.0, "result": nccl_tests.parse_cpu_allreduce(text), "debug": None}
+    verdict = ladder.judge_step(step, {"node1": out}, {}, {}, 0.5, min_busbw_gbps=1000.0)
+    assert verdict["verdict"] == "PASS" and verdict["runs"][0]["not_judged"] is None, verdict["runs"][0]["reasons"]
+
+
+def test_a_gpu_node_without_gpus_fails_the_gpu_cluster():
+    """A node that lost its GPUs must not turn the cluster into a CPU one that passes on the CPU rung."""
+    nodes = ["node1", "node2", "node3"]
+    facts = {"node2": {"reason": "nvidia-smi failed (rc 9): NVIDIA-SMI has failed"}}
+    steps = ladder.plan(nodes, {"node1": 8, "node2": 0, "node3": 8}, SETTINGS, gpu_facts=facts)
+    assert "cpu" not in [s["rung"] for s in steps]
+    assert [(s["rung"], s["skipped"]) for s in steps] == [("gpus", None)] + [
+        (rung, "not run: GPUs on each node failed") for rung in ("gpu", "node", "pairs", "all")]
+    verdict = ladder.judge_step(steps[0], {}, {}, {}, 0.5)
+    assert verdict["passed"] is False and verdict["verdict"] == "FAIL"
+    assert verdict["runs"][0]["reasons"] == ["node2 reports 0 GPUs, the others 8: nvidia-smi failed (rc 9): NVIDIA-SMI has failed"]
+    assert ladder.report_rows([verdict])[0][:2] == ["GPUs on each node", "node1,node2,node3"]
+    assert failed_rungs([verdict] + [ladder.judge_step(s, {}, {}, {}, 0.5) for s in steps[1:]]) == ["gpus"]
+
+
+def test_fewer_gpus_than_the_others_or_than_expected():
+    nodes = ["node1", "node2", "node3", "node4"]
+    steps = ladder.plan(nodes, {"node1": 8, "node2": 4, "node3": 8, "node4": 0}, SETTINGS)
+    assert steps[0]["problems"] == ["node2 reports 4 GPUs, 8 on node1, node3", "node4 reports 0 GPUs, 8 on node1, node3"]
+    # Every node lost its GPUs: only verify_expect_gpus can tell that from a cluster that never had any.
+    steps = ladder.plan(nodes[:2], {"node1": 0, "node2": 0}, SETTINGS, expect_gpus=8)
+    assert steps[0]["problems"] == ["node1 reports 0 GPUs, expected 8 (verify_expect_gpus)",
+                                    "node2 reports 0 GPUs, expected 8 (verify_expect_gpus)"]
+    assert ladder.plan(nodes[:2], {"node1": 1, "node2": 1}, SETTINGS, expect_gpus=1)[0]["rung"] == "gpu"
+    assert ladder.gpu_shortfall(nodes, dict.fromkeys(nodes, 0)) == []
+
+
+def test_node_without_nvlink_is_judged_against_pcie_from_real_facts():
+    """The recorded 2x H200 XML without its NVLink status: the node rung is measured against PCIe Gen5 x16 from gpu_facts."""
+    h200 = FIXTURES / "gpu" / "h200x2"
+    facts = gpu.gather(smi_xml=(h200 / "nvidia-smi-q.xml").read_text(), query_csv=(h200 / "query-gpu.csv").read_text(), nvlink="")
+    assert facts["nvlink"] is None
+    step = ladder.plan(["vm"], {"vm": 2}, SETTINGS)[1]
+    run = ladder.judge_step(step, {"vm": node_output()}, {"vm": facts}, {}, 0.5)["runs"][0]
+    assert run["verdict"] == "PASS" and run["limit_gbps"] == 63.0 and run["threshold_gbps"] == 31.5
+    assert run["basis"] == "PCIe Gen5 x16: 63.0 GB/s per direction (no NVLink)"
+
+
+def test_json_output_goes_to_a_private_per_run_file():
+    """nccl-tests' JSON holds rank 0's environment: a per-run, per-leader name in the private json_dir, not a fixed /tmp path."""
+    private = dict(SETTINGS, json_dir="/home/train/.cache/trainops-verify", run_id="trainops-verify-20261201T120000-4242")
+    steps = ladder.plan(["n1", "n2", "n3"], dict.fromkeys(["n1", "n2", "n3"], 8), private)
+    files = [(run["leader"], run["json_file"]) for step in steps for run in step["runs"]]
+    assert ("n2", "/home/train/.cache/trainops-verify/trainops-verify-20261201T120000-4242-n2.json") in files
+    assert all(path.startswith(private["json_dir"] + "/" + private["run_id"] + "-" + leader) for leader, path in files)
+    every = steps[-1]["runs"][0]["argv"]
+    assert every[every.index("-J") + 1] == "/home/train/.cache/trainops-verify/trainops-verify-20261201T120000-4242-n1.json"
+    assert all(run["json_file"] is None and "-J" not in run["argv"] for step in ladder.plan(["n1"], {"n1": 2}, SETTINGS) for run in step["runs"])

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from ansible_collections.trainops.cluster.plugins.module_utils import gpu
 from ansible_collections.trainops.cluster.plugins.module_utils import nccl_tests as nt
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..', '..'))
@@ -128,6 +129,40 @@ def test_real_four_nodes_tagged_and_interleaved():
     assert (info['transports'], info['networks'], info['nranks'], info['nnodes']) == (['NET/Socket'], ['Socket'], 4, 4)
     assert info['ib_no_device_hosts'] == ['gpu1', 'gpu2', 'gpu3', 'gpu4']
     assert sorted(info['socket_interfaces']) == ['train0:10.77.0.1%d<0>' % node for node in range(1, 5)]
+
+
+def srun_labelled(text):
+    """The same output as `srun --label` prints it: each rank's lines behind its task number, right-aligned to the
+    widest (" 0: ", "15: "); lines no rank wrote (the launcher's own) unlabelled."""
+    lines = nt.strip_mpi_tags(text)
+    width = len(str(max([rank for rank, _stream, _line in lines if rank is not None] or [0])))
+    return ''.join('%*d: %s\n' % (width, rank, line) if rank is not None else line + '\n' for rank, _stream, line in lines)
+
+
+def test_srun_label_strips_the_task_number():
+    assert nt.strip_mpi_tags(' 0: # nccl-tests version 2.19.6\n12: NCCL WARN x\nsrun: error: node2: task 12: Exited') == [
+        (0, None, '# nccl-tests version 2.19.6'), (12, None, 'NCCL WARN x'), (None, None, 'srun: error: node2: task 12: Exited')]
+
+
+@pytest.mark.parametrize('path', [os.path.join(VARIANTS, 'mpirun_2x8_tagged.txt'), os.path.join(NODES, 'all_nodes.txt'),
+                                  os.path.join(VARIANTS, 'mpirun_2x2_aborted.txt')], ids=['2x8', 'four_nodes', '2x2_aborted'])
+def test_srun_labelled_output_parses_like_mpirun_tagged(path):
+    """The recorded (and derived) mpirun --tag-output runs, relabelled as srun --label prints them, give the same result."""
+    with open(path) as f:
+        tagged = f.read()
+    labelled = srun_labelled(tagged)
+    assert labelled.startswith(' 0: ' if 'mpirun_2x8' in path else '0: ') and '[1,' not in labelled
+    result = nt.parse_perf_output(labelled)
+    assert result == nt.parse_perf_output(tagged) and result['rows']
+    assert nt.parse_nccl_debug(labelled) == nt.parse_nccl_debug(tagged)
+
+
+def test_srun_labelled_plain_and_cpu_outputs_parse_alike():
+    plain = real('all_reduce_perf.txt')
+    one_task = ''.join('0: ' + line for line in plain.splitlines(True))
+    assert nt.parse_perf_output(one_task) == nt.parse_perf_output(plain) and len(nt.parse_perf_output(one_task)['rows']) == 31
+    cpu = variant('cpu_allreduce_3ranks.txt')
+    assert nt.parse_cpu_allreduce(srun_labelled(cpu)) == nt.parse_cpu_allreduce(cpu)
 
 
 # ---------------------------------------------------------------- parse_perf_output: variants
@@ -525,6 +560,15 @@ def test_limit_pcie_and_unknown_node():
     assert limit['kind'] == 'PCIe'
     assert nt.link_limit_gbps({'nvlink': {'links_per_gpu': 0, 'link_speed_gbps': None}}, None, 'node')['limit_gbps'] is None
     assert nt.link_limit_gbps(None, None, 'node') == {'limit_gbps': None, 'basis': 'no NVLink or PCIe link facts for this node', 'kind': None}
+
+
+def test_limit_pcie_from_gathered_facts_of_a_pcie_node():
+    """4x L40S without NVLink (variant fixture): the limit comes from the PCIe link gpu_facts reads from the XML."""
+    pcie_node = os.path.join(ROOT, 'tests', 'fixtures', 'gpu', 'variants', 'l40sx4-pcie')
+    with open(os.path.join(pcie_node, 'nvidia-smi-q.xml')) as xml, open(os.path.join(pcie_node, 'nvlink-s.txt')) as nvlink:
+        facts = gpu.gather(smi_xml=xml.read(), nvlink=nvlink.read())
+    limit = nt.link_limit_gbps(facts, None, 'node')
+    assert (limit['limit_gbps'], limit['kind']) == (63.0, 'PCIe')
 
 
 def test_limit_infiniband_counts_active_ports_only():

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -148,6 +149,20 @@ def test_rows_from_the_json_file_which_is_then_deleted(tmp_path, capsys):
     assert parsed['complete'] is True and parsed['wrong_total'] == 0
     assert parsed['notes'] == []
     assert 'SECRET' not in json.dumps(result) and 'CUDA_HOME' not in json.dumps(result)
+
+
+def test_json_file_is_created_private(tmp_path, capsys):
+    """nccl-tests creates the file with the umask's mode; it holds rank 0's environment, so the run's umask is 0077."""
+    fake = script(tmp_path / 'all_reduce_perf', 'cp %s %s\necho "# mode $(stat -c %%a %s)"\ncat %s' % (
+        VARIANTS / 'all_reduce_perf.json', tmp_path / 'ar.json', tmp_path / 'ar.json', REAL / 'all_reduce_perf.txt'))
+    # Under the common umask 022 the file would be 0644, readable by every user of the node.
+    previous = os.umask(0o022)
+    try:
+        result = ran(run_module(capsys, argv=[fake], json_file=str(tmp_path / 'ar.json')))
+    finally:
+        os.umask(previous)
+    assert '# mode 600\n' in result['output']
+    assert result['json_removed'] == [str(tmp_path / 'ar.json')]
 
 
 def test_json_written_to_the_fallback_name(tmp_path, capsys):

@@ -66,6 +66,8 @@ def test_cached_build(node, capsys):
     assert result['binary_exists'] is True
     assert result['stamp'] == STAMP
     assert (result['json_output'], result['help_rc'], result['help_error']) == (True, 0, None)
+    # make -j of the build: the CPUs this process may use, as nproc counts them.
+    assert result['cpus'] == len(os.sched_getaffinity(0)) >= 1
 
 
 def test_fresh_node_in_check_mode(node, capsys, tmp_path):
