@@ -18,6 +18,17 @@ TIMED_OUT = (124, 137, -9)
 KILL_AFTER = 2
 
 
+def environment_of(module, environment):
+    """A module's O(environment) dict as strings; fails on values that would not reach NCCL as meant (a boolean
+    would arrive as True, which NCCL reads as 0)."""
+    result = {}
+    for name, value in (environment or {}).items():
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            module.fail_json(msg="environment %s: give a string or a number, not %r" % (name, value))
+        result[str(name)] = str(value)
+    return result
+
+
 def run_bounded(module, argv, timeout, environ_update=None, umask=None):
     """Run argv under coreutils timeout(1), which kills the command's whole process group at the deadline.
 

@@ -273,7 +273,7 @@ import shlex
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
+from ansible_collections.trainops.cluster.plugins.module_utils.command import environment_of, run_bounded
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import (
     parse_cpu_allreduce,
     parse_nccl_debug,
@@ -285,16 +285,6 @@ from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import
 PRIVATE_UMASK = 0o077
 # Filled from the JSON file only where the text lacks them (a run whose stdout was lost).
 JSON_FALLBACK_KEYS = ("nccl_library", "collective", "avg_busbw", "out_of_bounds")
-
-
-def environment_of(module, environment):
-    """The O(environment) dict as strings; fails on values that would not reach NCCL as meant."""
-    result = {}
-    for name, value in (environment or {}).items():
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            module.fail_json(msg="environment %s: give a string or a number, not %r" % (name, value))
-        result[str(name)] = str(value)
-    return result
 
 
 def remove(path, removed, notes):

@@ -145,7 +145,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.trainops.cluster.plugins.module_utils.command import run_watched
+from ansible_collections.trainops.cluster.plugins.module_utils.command import environment_of, run_watched
 from ansible_collections.trainops.cluster.plugins.module_utils.ports import probe
 from ansible_collections.trainops.cluster.plugins.module_utils.processes import end_run
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import parse_nccl_debug
@@ -198,11 +198,7 @@ def main():
         module.fail_json(msg="argv must name a command")
     if params["timeout"] < 1 or params["rendezvous_timeout"] < 1:
         module.fail_json(msg="timeout and rendezvous_timeout must be at least 1 second")
-    environment = {}
-    for name, value in params["environment"].items():
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            module.fail_json(msg="environment %s: give a string or a number, not %r" % (name, value))
-        environment[str(name)] = str(value)
+    environment = environment_of(module, params["environment"])
     environment.update(TRAINOPS_RUN_ID=params["run_id"], TRAINOPS_LAUNCH_TIME="%.3f" % time.time(), PYTHONUNBUFFERED="1")
 
     launch = read_launch(params["launch_env"])
