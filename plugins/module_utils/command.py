@@ -4,10 +4,6 @@
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import subprocess
 import threading
 import time
 
@@ -42,53 +38,32 @@ def run_bounded(module, argv, timeout, environ_update=None, umask=None):
     return rc, out, err, rc in TIMED_OUT and time.monotonic() - start >= timeout
 
 
-def _stop_group(process, grace):
-    """SIGTERM the process group, SIGKILL it after grace seconds."""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, signum)
-        except OSError:  # the group is gone
-            return
-        try:
-            process.wait(grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+def run_watched(module, argv, environ, timeout, ready, ready_timeout, stop, clock=time.monotonic):
+    """Run argv with run_command while a watchdog stops it at timeout seconds, or at ready_timeout seconds when ready()
+    is still false then (a launch that never gets past its rendezvous is stopped at the rendezvous limit, not the run's).
 
-
-def run_watched(argv, environ, timeout, ready, ready_timeout, clock=time.monotonic):
-    """Run argv in a process group of its own, stdout and stderr as one stream, watching for a line.
-
-    Stops the group (SIGTERM, SIGKILL KILL_AFTER seconds later) at timeout seconds, or at ready_timeout seconds when
-    no line has matched the regular expression ready by then: a launch that never gets past its rendezvous is
-    stopped at the rendezvous limit, not at the whole run's. Returns (rc, output, stopped) with stopped None,
-    "timeout" or "not ready".
+    stop() must end the command and everything it started (the caller knows them: e.g. processes.end_run by the
+    run's variable, which also reaches a container's processes). Returns (rc, stdout, stderr, stopped) with stopped
+    None, "timeout" or "not ready".
     """
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               env=dict(os.environ, **environ), start_new_session=True)
-    lines, seen = [], threading.Event()
-    pattern = re.compile(ready)
+    state = {"stopped": None}
 
-    def read():
-        for raw in iter(process.stdout.readline, b""):
-            line = raw.decode("utf-8", "replace")
-            lines.append(line)
-            if pattern.search(line):
-                seen.set()
+    def watch(process):
+        start = clock()
+        while process.poll() is None:
+            elapsed = clock() - start
+            if elapsed >= timeout:
+                state["stopped"] = "timeout"
+            elif elapsed >= ready_timeout and not ready():
+                state["stopped"] = "not ready"
+            if state["stopped"]:
+                stop()
+                return
+            time.sleep(0.2)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    start, stopped = clock(), None
-    while process.poll() is None:
-        elapsed = clock() - start
-        if elapsed >= timeout:
-            stopped = "timeout"
-        elif elapsed >= ready_timeout and not seen.is_set():
-            stopped = "not ready"
-        if stopped:
-            _stop_group(process, KILL_AFTER)
-            break
-        time.sleep(0.1)
-    process.wait()
-    reader.join(KILL_AFTER)
-    return process.returncode, "".join(lines), stopped
+    def start_watchdog(process):
+        threading.Thread(target=watch, args=(process,), daemon=True).start()
+
+    rc, out, err = module.run_command(list(argv), environ_update=environ, expand_user_and_vars=False,
+                                      before_communicate_callback=start_watchdog)
+    return rc, out, err, state["stopped"]

@@ -61,8 +61,8 @@ def gpu_shortfall(nodes, gpus, expect_gpus=None, gpu_facts=None):
     reasons = []
     for node in short:
         why = ((gpu_facts or {}).get(node) or {}).get("reason")
-        reasons.append("%s reports %d GPU%s, %s%s" % (node, counts[node], "" if counts[node] == 1 else "s", others,
-                                                     ": %s" % why if why else ""))
+        reasons.append("%s reports %d GPU%s, %s%s" % (
+            node, counts[node], "" if counts[node] == 1 else "s", others, ": %s" % why if why else ""))
     return reasons
 
 

@@ -82,9 +82,10 @@ def strip_mpi_tags(text):
 
     Handles `--tag-output` ("[1,3]<stderr>:text"), `--tag-output --timestamp-output` (ctime before the tag),
     `--timestamp-output` alone (rank None), `srun --label` ("12: text", stream None, the task number as rank) and
-    untagged text (rank and stream None). rank is the MPI_COMM_WORLD rank of the process that wrote the line. Open MPI 4.1 tags every chunk it forwards, so a line flushed in two pieces
-    can carry a second tag in the middle, possibly after another rank's text: the pieces are joined per rank and
-    stream, and the line is emitted when it ends.
+    untagged text (rank and stream None). rank is the MPI_COMM_WORLD rank of the process that wrote the line. Open
+    MPI 4.1 tags every chunk it forwards, so a line flushed in two pieces can carry a second tag in the middle,
+    possibly after another rank's text: the pieces are joined per rank and stream, and the line is emitted when it
+    ends.
     """
     out = []
     pending = {}

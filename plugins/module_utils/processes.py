@@ -29,15 +29,18 @@ def _state(proc, pid):
     return "gone"
 
 
-def find(name, value, proc="/proc"):
-    """Processes whose environment holds name=value: [{pid, state, comm}], zombies left out (they hold nothing)."""
+def find(name, value, proc="/proc", having=None):
+    """Processes whose environment holds name=value (and a variable named having, when given): [{pid, state, comm}],
+    zombies left out (they hold nothing)."""
     marker = ("%s=%s" % (name, value)).encode()
+    prefix = ("%s=" % having).encode() if having else None
     found = []
     for pid in sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int):
         if int(pid) == os.getpid():
             continue
         environ = _read(os.path.join(proc, pid, "environ"), "rb")
-        if environ is None or marker not in environ.split(b"\0"):
+        variables = environ.split(b"\0") if environ is not None else []
+        if marker not in variables or (prefix and not any(v.startswith(prefix) for v in variables)):
             continue
         state = _state(proc, pid)
         if state not in ("zombie", "gone"):

@@ -16,9 +16,9 @@ description:
   - Meanwhile it connects to the master's address and port (C(MASTER_ADDR):C(MASTER_PORT) of O(launch_env)) until
     that succeeds or O(rendezvous_timeout) passes, so a node that cannot reach the rendezvous says why (timed out,
     refused) instead of hanging.
-  - The command runs in a process group of its own, stopped (SIGTERM, then SIGKILL) at O(timeout) seconds, or at
-    O(rendezvous_timeout) seconds when no worker has started by then (torchrun starts workers only when every node
-    has joined; torch's own limit is minutes). RV(stopped) says which. Every process that carries O(run_id) in its
+  - The command is stopped at O(timeout) seconds, or at O(rendezvous_timeout) seconds when no worker has started
+    by then (torchrun starts workers, the processes with C(LOCAL_RANK), only when every node has joined; torch's own
+    limit is minutes). RV(stopped) says which. Every process that carries O(run_id) in its
     environment (variable C(TRAINOPS_RUN_ID), also inside a container started with C(--env TRAINOPS_RUN_ID)) is then
     ended, SIGTERM first and SIGKILL after 5 seconds; RV(cleanup) says what was found.
   - Never fails on a failed or timed-out launch; the controller judges all nodes together (C(judge_allreduce) and
@@ -111,7 +111,7 @@ cmd:
   returned: always
   type: str
 output:
-  description: Standard output and standard error, as one stream.
+  description: Standard output, then standard error after a C(--- stderr ---) line.
   returned: always
   type: str
 launch:
@@ -147,14 +147,12 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import environment_of, run_watched
 from ansible_collections.trainops.cluster.plugins.module_utils.ports import probe
-from ansible_collections.trainops.cluster.plugins.module_utils.processes import end_run
+from ansible_collections.trainops.cluster.plugins.module_utils.processes import end_run, find
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import parse_nccl_debug
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import parse_output, read_env_file, strip_prefixes
 
 # One connect attempt to the master; a dropped port costs this long before it is reported.
 CONNECT_TIMEOUT = 3
-# A worker's first line: torchrun starts the workers only once every node's agent has joined the rendezvous.
-STARTED = r'TRAINOPS \{.*"event": "start"'
 
 
 def read_launch(path):
@@ -203,15 +201,25 @@ def main():
 
     launch = read_launch(params["launch_env"])
     thread, probed = probe_master(launch or {}, params["rendezvous_timeout"])
+    stopped_by_watchdog = {}
+
+    def workers_started():
+        # torchrun starts the workers (they alone carry LOCAL_RANK) only once every node's agent has joined.
+        return bool(find("TRAINOPS_RUN_ID", params["run_id"], having="LOCAL_RANK"))
+
+    def stop():
+        stopped_by_watchdog.update(end_run("TRAINOPS_RUN_ID", params["run_id"]))
+
     start = time.monotonic()
-    try:
-        rc, output, stopped = run_watched(params["argv"], environment, params["timeout"], STARTED, params["rendezvous_timeout"])
-    except OSError as error:
-        module.fail_json(msg="cannot run %s: %s" % (params["argv"][0], error.strerror))
+    rc, out, err, stopped = run_watched(module, params["argv"], environment, params["timeout"], workers_started,
+                                        params["rendezvous_timeout"], stop)
     seconds = round(time.monotonic() - start, 3)
-    cleanup = end_run("TRAINOPS_RUN_ID", params["run_id"])
+    after = end_run("TRAINOPS_RUN_ID", params["run_id"])
+    cleanup = {key: stopped_by_watchdog.get(key, []) + after[key] for key in ("found", "killed")}
+    cleanup["left"] = after["left"]
     if thread:
         thread.join(CONNECT_TIMEOUT + 1)
+    output = out + (("\n" if out and not out.endswith("\n") else "") + "--- stderr ---\n" + err if err else "")
     nccl_debug = parse_nccl_debug(strip_prefixes(output)) if "NCCL INFO" in output else None
     module.exit_json(changed=False, failed=False, rc=rc, timed_out=stopped is not None, stopped=stopped, seconds=seconds,
                      cmd=shlex.join(params["argv"]), output=output, launch=launch, probe=probed, parsed=parse_output(output),

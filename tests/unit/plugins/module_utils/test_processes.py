@@ -33,6 +33,18 @@ def test_finds_only_the_runs_processes(run_id):
         ours.kill(), other.kill(), ours.wait(), other.wait()
 
 
+def test_find_can_ask_for_a_second_variable(run_id):
+    plain = start(run_id)
+    worker = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"],
+                              env=dict(os.environ, TRAINOPS_RUN_ID=run_id, LOCAL_RANK="0"))
+    time.sleep(0.3)
+    try:
+        assert [p["pid"] for p in processes.find("TRAINOPS_RUN_ID", run_id, having="LOCAL_RANK")] == [worker.pid]
+        assert len(processes.find("TRAINOPS_RUN_ID", run_id)) == 2
+    finally:
+        plain.kill(), worker.kill(), plain.wait(), worker.wait()
+
+
 def test_sigterm_ends_a_run_that_listens(run_id):
     process = start(run_id)
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=3)
