@@ -15,6 +15,10 @@ def torchrun_training_verdict(first, resumed, nodes, nproc, master, settings):
     return torchrun.judge_training(dict(first), dict(resumed), list(nodes), dict(nproc), str(master), dict(settings))
 
 
+def torchrun_blocked(nodes, failed_before, found_rc, executable):
+    return torchrun.blocked(list(nodes), list(failed_before), dict(found_rc), str(executable))
+
+
 def torchrun_rows(verdicts):
     return torchrun.report_rows(list(verdicts))
 
@@ -22,4 +26,4 @@ def torchrun_rows(verdicts):
 class FilterModule:
     def filters(self):
         return {"torchrun_allreduce_verdict": torchrun_allreduce_verdict, "torchrun_training_verdict": torchrun_training_verdict,
-                "torchrun_rows": torchrun_rows}
+                "torchrun_blocked": torchrun_blocked, "torchrun_rows": torchrun_rows}

@@ -77,15 +77,15 @@ def test_a_rank_killed_mid_training_is_named_and_nothing_is_left(node, assert_no
            "-e", '{"torchrun_train_args": ["--step-seconds", "1"]}']
     run = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
+        # The first checkpoint (step 10) proves the ranks are training, past their process group's start.
+        deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
-            pid = node("node2").run("pgrep -f '^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py.*--stop-at'").stdout.split()
-            if pid:
+            if node("node2").run("ls /mnt/shared/trainops/torchrun/*/step-000010.pt").rc == 0:
                 break
             time.sleep(1)
         else:
-            pytest.fail("the training run never started on node2")
-        time.sleep(3)  # a few steps in
+            pytest.fail("the training run never reached step 10")
+        pid = node("node2").check_output("pgrep -f '^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py.*--stop-at'").split()
         node("node2").check_output("kill -9 %s", pid[0])
         out = run.communicate(timeout=180)[0]
     finally:

@@ -293,3 +293,13 @@ def test_judges_do_not_change_their_input():
     before = copy.deepcopy(results)
     torchrun.judge_allreduce(results, NODES, {n: 1 for n in NODES}, {n: 0 for n in NODES}, MASTER)
     assert results == before
+
+
+def test_rungs_that_cannot_run_are_skipped_or_name_the_nodes():
+    assert torchrun.blocked(NODES, ['node pairs'], {}, 'torchrun')['skipped'] == 'not run: node pairs failed'
+    none = torchrun.blocked(NODES, [], {n: 127 for n in NODES}, 'torchrun')
+    assert none['passed'] is None and none['skipped'].startswith('not run: no torchrun on any node and no training_image')
+    some = torchrun.blocked(NODES, [], {'node1': 0, 'node2': 127, 'node3': 0}, 'torchrun')
+    assert some['passed'] is False and some['reasons'] == ['node2: no torchrun, the other nodes have one']
+    assert torchrun.blocked(NODES, [], {n: None for n in NODES}, 'torchrun') is None
+    assert torchrun.blocked(NODES, [], {n: 0 for n in NODES}, 'torchrun') is None
