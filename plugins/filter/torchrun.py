@@ -15,8 +15,8 @@ def torchrun_training_verdict(first, resumed, nodes, nproc, master, settings):
     return torchrun.judge_training(dict(first), dict(resumed), list(nodes), dict(nproc), str(master), dict(settings))
 
 
-def torchrun_blocked(nodes, failed_before, found_rc, executable):
-    return torchrun.blocked(list(nodes), list(failed_before), dict(found_rc), str(executable))
+def torchrun_blocked(nodes, failed_before, found_rc, executable, where):
+    return torchrun.blocked(list(nodes), list(failed_before), dict(found_rc), str(executable), str(where))
 
 
 def torchrun_rows(verdicts):

@@ -370,19 +370,21 @@ def _resume_reasons(resumed, stop_at, tolerance):
     return reasons
 
 
-def blocked(nodes, failed_before, found_rc, executable):
-    """The verdict of rungs that cannot run, or None: an earlier rung failed (skipped), no node has torchrun and there
-    is no image (skipped, saying so), or some nodes lack it (failed, naming them). found_rc: {node: rc of looking for
-    the executable, None where it was not looked for (in the image)}."""
+def blocked(nodes, failed_before, found_rc, executable, where):
+    """The verdict of rungs that cannot run, or None: an earlier rung failed (skipped), no node has torchrun where the
+    launch runs (skipped, saying so), or some nodes lack it (failed, naming them).
+
+    found_rc: {node: rc of looking for the executable, None where it was not looked for}; where: "in training_image X"
+    or "on the hosts (no training_image)".
+    """
     verdict = {"rung": "torchrun", "label": "torchrun all-reduce", "passed": None, "reasons": [], "skipped": None}
     missing = [n for n in nodes if found_rc.get(n) not in (None, 0)]
     if failed_before:
         return dict(verdict, skipped="not run: %s failed" % ", ".join(failed_before))
     if missing and len(missing) == len(nodes):
-        return dict(verdict, skipped="not run: no %s on any node and no training_image (install torch on the nodes, or set "
-                                     "training_image)" % executable)
+        return dict(verdict, skipped="not run: no %s %s on any node (install torch there to run the rungs)" % (executable, where))
     if missing:
-        return dict(verdict, passed=False, reasons=["%s: no %s, the other nodes have one" % (n, executable) for n in missing])
+        return dict(verdict, passed=False, reasons=["%s: no %s %s, the other nodes have one" % (n, executable, where) for n in missing])
     return None
 
 

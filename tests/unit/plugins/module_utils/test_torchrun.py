@@ -296,10 +296,12 @@ def test_judges_do_not_change_their_input():
 
 
 def test_rungs_that_cannot_run_are_skipped_or_name_the_nodes():
-    assert torchrun.blocked(NODES, ['node pairs'], {}, 'torchrun')['skipped'] == 'not run: node pairs failed'
-    none = torchrun.blocked(NODES, [], {n: 127 for n in NODES}, 'torchrun')
-    assert none['passed'] is None and none['skipped'].startswith('not run: no torchrun on any node and no training_image')
-    some = torchrun.blocked(NODES, [], {'node1': 0, 'node2': 127, 'node3': 0}, 'torchrun')
-    assert some['passed'] is False and some['reasons'] == ['node2: no torchrun, the other nodes have one']
-    assert torchrun.blocked(NODES, [], {n: None for n in NODES}, 'torchrun') is None
-    assert torchrun.blocked(NODES, [], {n: 0 for n in NODES}, 'torchrun') is None
+    where = 'in training_image localhost/probe:1'
+    assert torchrun.blocked(NODES, ['node pairs'], {}, 'torchrun', where)['skipped'] == 'not run: node pairs failed'
+    none = torchrun.blocked(NODES, [], {n: 127 for n in NODES}, 'torchrun', where)
+    assert none['passed'] is None
+    assert none['skipped'] == 'not run: no torchrun in training_image localhost/probe:1 on any node (install torch there to run the rungs)'
+    some = torchrun.blocked(NODES, [], {'node1': 0, 'node2': 127, 'node3': 0}, 'torchrun', 'on the hosts (no training_image)')
+    assert some['passed'] is False and some['reasons'] == ['node2: no torchrun on the hosts (no training_image), the other nodes have one']
+    assert torchrun.blocked(NODES, [], {n: None for n in NODES}, 'torchrun', where) is None
+    assert torchrun.blocked(NODES, [], {n: 0 for n in NODES}, 'torchrun', where) is None
