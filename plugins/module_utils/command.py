@@ -49,17 +49,19 @@ def run_watched(module, argv, environ, timeout, ready, ready_timeout, stop, cloc
     state = {"stopped": None}
 
     def watch(process):
-        start = clock()
+        start, seen = clock(), False
         while process.poll() is None:
             elapsed = clock() - start
+            # Once ready, always: a launch whose workers have ended (a rank failed) is not stopped as never ready.
+            seen = seen or ready()
             if elapsed >= timeout:
                 state["stopped"] = "timeout"
-            elif elapsed >= ready_timeout and not ready():
+            elif elapsed >= ready_timeout and not seen:
                 state["stopped"] = "not ready"
             if state["stopped"]:
                 stop()
                 return
-            time.sleep(0.2)
+            time.sleep(0.5)
 
     def start_watchdog(process):
         threading.Thread(target=watch, args=(process,), daemon=True).start()

@@ -41,6 +41,16 @@ def test_a_command_that_never_gets_ready_is_stopped_at_the_ready_limit(module):
     assert time.monotonic() - start < 4
 
 
+def test_a_command_that_was_ready_once_is_not_stopped_as_never_ready(module):
+    calls = []
+
+    def ready_at_first():
+        calls.append(1)
+        return len(calls) == 1
+    rc, dummy, dummy, stopped = run_watched(module, ["sh", "-c", "sleep 2"], {}, 10, ready_at_first, 1, stopper("never"))
+    assert (rc, stopped) == (0, None) and len(calls) > 1
+
+
 def test_the_command_is_stopped_at_the_limit_though_ready(module):
     start = time.monotonic()
     rc, dummy, dummy, stopped = run_watched(module, ["sh", "-c", "exec sleep 30.2"], {}, 1, lambda: True, 1, stopper("sleep 30.2"))
