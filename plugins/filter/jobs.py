@@ -7,7 +7,8 @@ from __future__ import annotations
 import base64
 import json
 
-from ansible_collections.trainops.cluster.plugins.module_utils import jobs, llamafactory
+from ansible_collections.trainops.cluster.plugins.module_utils import checkpoints, jobs, llamafactory
+from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_file
 
 
 def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir):
@@ -25,13 +26,31 @@ def llamafactory_paths(config):
     return llamafactory.node_paths(dict(config))
 
 
-def llamafactory_findings(config, shared_dir, stats, checkpoints):
+def llamafactory_findings(config, shared_dir, stats, names):
     present = {node: {r["item"]: bool(r.get("stat", {}).get("exists")) for r in (result or {}).get("results", [])}
                for node, result in dict(stats).items()}
-    return llamafactory.findings(dict(config), str(shared_dir), present, list(checkpoints))
+    return llamafactory.findings(dict(config), str(shared_dir), present, list(names))
+
+
+def train_checkpoints(found, root, launch_env_b64):
+    root = str(root).rstrip("/") + "/"
+    entries = [{"path": f["path"][len(root):], "size": int(f.get("size", 0))}
+               for f in (found or {}).get("files", []) if f["path"].startswith(root)]
+    world = sum(int(read_env_file(base64.b64decode(text).decode("utf-8", "replace")).get("NPROC_PER_NODE") or 1)
+                for text in dict(launch_env_b64).values() if text)
+    assessment = checkpoints.assess(entries, world)
+    return dict(assessment, dir=root.rstrip("/"), messages=checkpoints.messages(assessment, root.rstrip("/")))
+
+
+def llamafactory_space(config, mounts, model_files, assessment):
+    model_bytes = sum(int(f.get("size", 0)) for f in (model_files or {}).get("files", [])) or None
+    finding, note = llamafactory.space(dict(config), llamafactory.free_bytes(list(mounts), str(config.get("output_dir", ""))),
+                                       model_bytes, dict(assessment))
+    return {"findings": [finding] if finding else [], "notes": [note] if note else []}
 
 
 class FilterModule:
     def filters(self):
         return {"train_preflight": train_preflight, "train_status": train_status, "llamafactory_paths": llamafactory_paths,
-                "llamafactory_findings": llamafactory_findings}
+                "llamafactory_findings": llamafactory_findings, "train_checkpoints": train_checkpoints,
+                "llamafactory_space": llamafactory_space}

@@ -10,6 +10,8 @@ import re
 
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import launch_reasons, parse_output, read_env_file
 
+# The exit record's stopped_by of a part that train_action=stop ended (trainops-job's USER_STOP): not a node's name.
+USER_STOP = "train_action=stop"
 # A step counter as training scripts print it: train_ddp.py's records, "step 12", "global_step=12", tqdm's "12/100 [".
 # Gloo's word for a peer that went away: names the peer's address.
 _PEER_GONE_RE = re.compile(r'(?:closed by peer|Connection reset by peer) \[([0-9a-fA-F.:]+)\]')
@@ -87,7 +89,7 @@ def first_failed(failed, logs, addresses, ended):
 def status(nodes, units, exits, logs, record, addresses):
     """One row per node and the job's verdict.
 
-    units: {node: the unit's properties (systemd_service's status)}; exits: {node: NODE.exit text or None}; logs: {node: [last lines]};
+    units: {node: the unit's properties (systemd_service's status, or trainops-job state where there is no systemd)}; exits: {node: NODE.exit text or None}; logs: {node: [last lines]};
     record: the job record (job.json) or None; addresses: {node: cluster_ip}. Returns {rows: [[node, state, step,
     last line]], nodes: {node: {state, rc, stopped_by, ended, step}}, verdict, first_failed}.
     """
@@ -101,7 +103,8 @@ def status(nodes, units, exits, logs, record, addresses):
         if unit.get("ActiveState") in ("active", "activating", "deactivating"):
             state = "running"
         elif exit_ is not None:
-            state = ("stopped: %s failed" % exit_["stopped_by"]) if exit_.get("stopped_by") else (
+            by = exit_.get("stopped_by")
+            state = "stopped" if by == USER_STOP else ("stopped: %s failed" % by) if by else (
                 "exited 0" if exit_["rc"] == 0 else "failed: exited %s" % exit_["rc"])
         elif unit.get("Result", "success") != "success":
             state = "failed: %s" % unit["Result"]

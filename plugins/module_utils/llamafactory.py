@@ -9,10 +9,16 @@ datasets cache is; rank 0 tokenizing inside a barrier that the other ranks leave
 
 from __future__ import annotations
 
+import math
 import posixpath
 
 # LLaMA-Factory's (transformers') default: the other ranks wait this long at the barrier while rank 0 tokenizes.
 DEFAULT_DDP_TIMEOUT = 1800
+# Transformers' default save_steps.
+DEFAULT_SAVE_STEPS = 500
+# A full fine-tune's checkpoint against the model's bf16 weight files: the trainable weights upcast to fp32 (x2) and
+# AdamW's two fp32 moments per weight (x4). LoRA's depends on its rank and targets: measured from a checkpoint only.
+FULL_CHECKPOINT_FACTOR = 6
 # Keys that name files or directories every node must see.
 PATH_KEYS = ("model_name_or_path", "adapter_name_or_path", "dataset_dir", "tokenized_path")
 
@@ -63,3 +69,73 @@ def findings(config, shared_dir, present, checkpoints):
                      'shared storage, or raise ddp_timeout' % (config.get("ddp_timeout", "unset"),
                                                                config.get("ddp_timeout") or DEFAULT_DDP_TIMEOUT))
     return found
+
+
+def _gib(size):
+    for unit, power in (("GiB", 30), ("MiB", 20)):
+        if size >= 2 ** power:
+            return "%.1f %s" % (size / 2.0 ** power, unit)
+    return "%.1f KiB" % (size / 1024.0)
+
+
+def _checkpoints(count):
+    return "%d checkpoint%s" % (count, "" if count == 1 else "s")
+
+
+def free_bytes(mounts, path):
+    """Free bytes where path lives: the mount (setup's ansible_mounts) with the longest mount point above it."""
+    above = [m for m in mounts if _under(path, m.get("mount", ""))]
+    return max(above, key=lambda m: len(m["mount"]))["size_available"] if above else None
+
+
+def _checkpoints_to_write(config, written):
+    """How many more checkpoints the run keeps on disk, or None when the config does not say (epochs of an unknown
+    dataset and no save_total_limit). written: the complete checkpoints already there."""
+    strategy = config.get("save_strategy", "steps")
+    if strategy == "no":
+        return 0
+    if strategy == "epoch":
+        planned = math.ceil(float(config.get("num_train_epochs", 3.0))) - written
+    else:
+        save_steps = float(config.get("save_steps") or DEFAULT_SAVE_STEPS)
+        max_steps = int(config.get("max_steps") or -1)
+        if save_steps < 1:  # a fraction of the run
+            planned = int(1 / save_steps) - written
+        elif max_steps > 0:
+            planned = int(max_steps // save_steps) - written
+        else:
+            planned = None
+    limit = config.get("save_total_limit")
+    if limit:  # the Trainer deletes the oldest beyond the limit
+        room = max(int(limit) - written, 0)
+        return room if planned is None else min(max(planned, 0), room)
+    return None if planned is None else max(planned, 0)
+
+
+def space(config, free, model_bytes, assessment):
+    """(finding or None, note or None): does output_dir have room for the checkpoints the run will write?
+
+    free: bytes free there; model_bytes: the size of model_name_or_path's weight files (None: not a local directory);
+    assessment: checkpoints.assess of output_dir.
+    """
+    count = _checkpoints_to_write(config, len(assessment["complete"]))
+    if count == 0:
+        return None, None
+    if count is None:
+        return None, ("checkpoint space not judged: with no max_steps and no save_total_limit the number of checkpoints "
+                      "is not known")
+    if assessment["latest"]:
+        each, how = assessment["size"], "measured from %s" % assessment["latest"]
+    elif config.get("finetuning_type", "lora") == "full" and model_bytes:
+        each = FULL_CHECKPOINT_FACTOR * model_bytes
+        how = "estimated: %dx the model's %s of weights for a full fine-tune" % (FULL_CHECKPOINT_FACTOR, _gib(model_bytes))
+    else:
+        return None, "checkpoint space not judged until a first checkpoint shows its size (%s fine-tuning)" % (
+            config.get("finetuning_type", "lora"))
+    if free is None:
+        return None, "checkpoint space not judged: the free space of %s is not known" % config.get("output_dir")
+    need = count * each
+    if need > free:
+        return ("output_dir %s has %s free, but the %s to come take about %s (each %s, %s)"
+                % (config.get("output_dir"), _gib(free), _checkpoints(count), _gib(need), _gib(each), how)), None
+    return None, "checkpoint space: %s of %s (%s) fit in %s free" % (_checkpoints(count), _gib(each), how, _gib(free))

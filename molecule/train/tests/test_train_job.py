@@ -28,10 +28,16 @@ def status():
     return run, report
 
 
+def steps_of(job, node):
+    """The steps rank 0 of job logged, in order."""
+    log = SHARED / "jobs" / job / ("%s.log" % node)
+    lines = log.read_text().splitlines() if log.exists() else []
+    # raw_decode: torchrun's --tee may put the next line's "[default0]:" right after a record.
+    return [json.JSONDecoder().raw_decode(line.split("TRAINOPS ", 1)[1])[0]["step"] for line in lines if '"event": "step"' in line]
+
+
 def steps(node):
-    """The steps rank 0 logged, in order."""
-    lines = (JOB_DIR / ("%s.log" % node)).read_text().splitlines()
-    return [json.loads(line.split("TRAINOPS ", 1)[1])["step"] for line in lines if '"event": "step"' in line]
+    return steps_of(JOB, node)
 
 
 def wait_for(check, seconds, what):
@@ -113,6 +119,26 @@ def test_stop_ends_the_job_everywhere(node, assert_nothing_left):
     assert logs.returncode == 0 and "/jobs/%s/node3.log:" % JOB in logs.stdout
 
 
+def test_without_systemd_the_runner_detaches_itself_and_stops(node, assert_nothing_left):
+    # As on a container instance: no unit, the runner detached from the controller's session, a pid file.
+    detached = ["-e", "train_job=detached", "-e", "train_supervisor=detached"]
+    try:
+        run = train(*detached, "-e", json.dumps(OPTIONS))
+        assert run.returncode == 0, run.stdout[-3000:]
+        for name in CLUSTER:
+            assert node(name).file("/run/trainops/jobs/detached.%s.pid" % name).exists
+            assert node(name).check_output("systemctl show -P ActiveState trainops-job@detached") == "inactive"
+        wait_for(lambda: len(steps_of("detached", "node1")) >= 2, 90, "two steps of the detached job")
+        run = train(*detached, "-e", "train_action=status")
+        assert run.returncode == 0 and "job detached: running" in run.stdout, run.stdout[-3000:]
+    finally:
+        run = train(*detached, "-e", "train_action=stop")
+    assert run.returncode == 0 and "job detached: stopped" in run.stdout, run.stdout[-3000:]
+    assert_nothing_left()
+    # Stopped by the user: no node failed, so none was told to stop by another.
+    assert not list((SHARED / "jobs" / "detached").glob("*.stopped-by"))
+
+
 def test_preflight_refuses_a_start_when_the_master_port_is_blocked(node, master_port_dropped):
     with master_port_dropped("node3"):
         start = time.monotonic()
@@ -145,3 +171,61 @@ def test_preflight_names_the_traps_of_a_llamafactory_config(node):
     assert "output_dir /home/train/out is not on shared storage (/mnt/shared)" in run.stdout
     assert "no tokenized_path and ddp_timeout unset" in run.stdout
     assert not node("node2").file("/etc/trainops/jobs/lf.env").exists
+
+
+def lf_config(name, **changes):
+    """A LLaMA-Factory config on shared storage whose paths all exist there; its output_dir is /mnt/shared/NAME-out."""
+    for path in ("models/tiny", "data", "tokenized", name + "-out"):
+        (SHARED / path).mkdir(parents=True, exist_ok=True)
+    (SHARED / "models/tiny/model.safetensors").write_bytes(b"0" * 1024)
+    config = {"model_name_or_path": "/mnt/shared/models/tiny", "stage": "sft", "finetuning_type": "full",
+              "dataset_dir": "/mnt/shared/data", "tokenized_path": "/mnt/shared/tokenized",
+              "output_dir": "/mnt/shared/%s-out" % name, "save_steps": 10, "max_steps": 100}
+    config.update(changes)
+    (SHARED / ("%s.yaml" % name)).write_text(json.dumps(config))
+    return "/mnt/shared/%s.yaml" % name
+
+
+def trainer_checkpoint(output_dir, step, ranks):
+    """The files transformers' Trainer writes into checkpoint-STEP, with an RNG state for each of ranks."""
+    directory = output_dir / ("checkpoint-%d" % step)
+    directory.mkdir(parents=True)
+    for name in ["model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json"] + ["rng_state_%d.pth" % r for r in ranks]:
+        (directory / name).write_bytes(b"0" * 4096)
+
+
+def test_a_llamafactory_start_resumes_from_the_newest_complete_checkpoint(node):
+    # Rank 1 died while checkpoint-20 was being saved: its RNG state is missing. LLaMA-Factory would pick
+    # checkpoint-20 (the highest number); the start names it and passes checkpoint-10 on. The command only echoes its
+    # arguments: what matters is what the product adds to it.
+    config = lf_config("lfresume")
+    trainer_checkpoint(SHARED / "lfresume-out", 10, [0, 1, 2])
+    trainer_checkpoint(SHARED / "lfresume-out", 20, [0, 2])
+    run = train("-e", "train_job=lfresume", "-e", "train_config=%s" % config,
+                "-e", json.dumps({"train_command": "echo llamafactory-cli train %s" % config}))
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "/mnt/shared/lfresume-out/checkpoint-20 is incomplete (rng_state of rank 1 missing): not loaded" in run.stdout
+    assert "resuming from /mnt/shared/lfresume-out/checkpoint-10 (step 10)" in run.stdout
+    assert "checkpoint space: 9 checkpoints of 28.0 KiB (measured from checkpoint-10)" in run.stdout, run.stdout[-3000:]
+    wait_for(lambda: all((SHARED / "jobs/lfresume" / ("%s.exit" % n)).exists() for n in CLUSTER), 30, "the echo on every node")
+    for name in CLUSTER:
+        log = (SHARED / "jobs/lfresume" / ("%s.log" % name)).read_text()
+        assert "train %s resume_from_checkpoint=/mnt/shared/lfresume-out/checkpoint-10" % config in log, log
+    record = json.loads((SHARED / "jobs/lfresume/job.json").read_text())
+    assert record["resume_from"] == "checkpoint-10" and list(record["incomplete"]) == ["checkpoint-20"]
+
+
+def test_a_full_fine_tune_without_room_for_its_checkpoints_is_refused(node):
+    config = lf_config("lfspace")
+    # 2 TiB of weights, sparse: a full fine-tune's checkpoints would take 6x that, 10 times.
+    with open(SHARED / "models/tiny/model.safetensors", "wb") as weights:
+        weights.truncate(2 * 2 ** 40)
+    try:
+        run = train("-e", "train_job=lfspace", "-e", "train_config=%s" % config,
+                    "-e", json.dumps({"train_command": "echo llamafactory-cli train %s" % config}))
+    finally:
+        (SHARED / "models/tiny/model.safetensors").unlink()
+    assert run.returncode != 0 and "pre-flight: job lfspace not started on any node" in run.stdout, run.stdout[-3000:]
+    assert "but the 10 checkpoints to come take about 122880.0 GiB (each 12288.0 GiB, estimated: 6x the model's " \
+           "2048.0 GiB of weights for a full fine-tune)" in run.stdout, run.stdout[-3000:]
+    assert not node("node1").file("/etc/trainops/jobs/lfspace.env").exists

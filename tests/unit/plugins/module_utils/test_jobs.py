@@ -109,3 +109,12 @@ def test_succeeded_stopped_and_unknown_jobs():
     assert jobs.status(NODES, {n: stopped_unit for n in NODES}, {}, {}, RECORD, ADDRESSES)['verdict'] == 'stopped'
     never = {n: {'ActiveState': 'inactive', 'ExecMainStartTimestamp': ''} for n in NODES}
     assert jobs.status(NODES, never, {}, {}, None, ADDRESSES)['verdict'] == 'no such job'
+
+
+def test_a_job_the_user_stopped_failed_nowhere():
+    # trainops-job's records after train_action=stop; the state of a detached runner (no systemd) that has ended.
+    exits = {n: exit_record(n, 143, '2026-12-01T12:50:00Z', stopped_by=jobs.USER_STOP) for n in NODES}
+    ended = {'ActiveState': 'inactive', 'ExecMainStartTimestamp': '2026-12-01T12:43:27Z'}
+    status = jobs.status(NODES, {n: ended for n in NODES}, exits, {}, RECORD, ADDRESSES)
+    assert status['verdict'] == 'stopped' and status['first_failed'] is None
+    assert {s['state'] for s in status['nodes'].values()} == {'stopped'}

@@ -57,3 +57,48 @@ def test_tokenizing_inside_the_barrier_at_the_default_timeout():
                      'give up after 1800 s (the hang at "Loading dataset"); tokenize once into tokenized_path on shared storage, '
                      'or raise ddp_timeout']
     assert llamafactory.findings(dict(config, ddp_timeout=180000), SHARED, present(config), []) == []
+
+
+GIB = 2 ** 30
+NONE_YET = {"latest": None, "size": None, "complete": []}
+
+
+def test_a_full_fine_tune_that_will_not_fit_is_refused():
+    config = dict(GOOD, finetuning_type="full", max_steps=200, save_steps=50)
+    finding, note = llamafactory.space(config, 20 * GIB, 1 * GIB, NONE_YET)
+    assert finding == ("output_dir /mnt/shared/out/qwen-lora has 20.0 GiB free, but the 4 checkpoints to come take about "
+                       "24.0 GiB (each 6.0 GiB, estimated: 6x the model's 1.0 GiB of weights for a full fine-tune)")
+    assert note is None
+
+
+def test_the_measured_checkpoint_and_save_total_limit_count():
+    resumed = {"latest": "checkpoint-100", "size": 3 * GIB, "complete": ["checkpoint-50", "checkpoint-100"]}
+    config = dict(GOOD, max_steps=1000, save_steps=50, save_total_limit=3)
+    finding, note = llamafactory.space(config, 4 * GIB, None, resumed)
+    # At most 3 kept, 2 there: one more on disk at a time.
+    assert finding is None and note == "checkpoint space: 1 checkpoint of 3.0 GiB (measured from checkpoint-100) fit in 4.0 GiB free"
+    finding, dummy = llamafactory.space(dict(config, save_total_limit=None), 4 * GIB, None, resumed)
+    assert "the 18 checkpoints to come take about 54.0 GiB (each 3.0 GiB, measured from checkpoint-100)" in finding
+
+
+def test_what_is_not_judged_is_said():
+    assert llamafactory.space(dict(GOOD, num_train_epochs=3), GIB, GIB, NONE_YET) == (
+        None, "checkpoint space not judged: with no max_steps and no save_total_limit the number of checkpoints is not known")
+    assert llamafactory.space(dict(GOOD, max_steps=100), GIB, GIB, NONE_YET)[1] == (
+        "checkpoint space not judged until a first checkpoint shows its size (lora fine-tuning)")
+    assert llamafactory.space(dict(GOOD, save_strategy="no"), 0, GIB, NONE_YET) == (None, None)
+
+
+def test_small_checkpoints_are_sized_in_mib():
+    resumed = {"latest": "checkpoint-140", "size": 600 * 1024, "complete": ["checkpoint-120", "checkpoint-140"]}
+    assert llamafactory.space(dict(GOOD, max_steps=1000, save_steps=20), 3 * 2 ** 20, None, resumed)[0] == (
+        "output_dir /mnt/shared/out/qwen-lora has 3.0 MiB free, but the 48 checkpoints to come take about 28.1 MiB "
+        "(each 600.0 KiB, measured from checkpoint-140)")
+
+
+def test_free_space_of_the_deepest_mount():
+    mounts = [{"mount": "/", "size_available": 1}, {"mount": "/mnt/shared", "size_available": 5},
+              {"mount": "/mnt/sharedx", "size_available": 9}]
+    assert llamafactory.free_bytes(mounts, "/mnt/shared/out") == 5
+    assert llamafactory.free_bytes(mounts, "/home/train") == 1
+    assert llamafactory.free_bytes([], "/x") is None

@@ -1,0 +1,95 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which checkpoint a job resumes from: the newest complete one; an incomplete one is named, not loaded.
+
+Two layouts: train_ddp.py's single files (``step-000030.pt``; a save in progress is ``step-000030.pt.tmp``, renamed when
+done) and the Hugging Face Trainer's directories that LLaMA-Factory writes (``checkpoint-30/``). The Trainer itself
+resumes from the highest-numbered directory whatever it holds (transformers' get_last_checkpoint), so a save that a
+dying rank left half-written is loaded and fails, or silently loses that rank's state.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DDP_RE = re.compile(r"^step-(\d+)\.pt(\.tmp)?$")
+_HF_RE = re.compile(r"^checkpoint-(\d+)$")
+# What the Trainer writes into checkpoint-N, in this order: the weights (rank 0), the optimizer (rank 0, or every
+# rank's shard under DeepSpeed), every rank's RNG state, then trainer_state.json (rank 0). The state file comes last.
+_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin",
+            "model.safetensors.index.json", "pytorch_model.bin.index.json")
+_SHARD_RE = re.compile(r"^(?:model|pytorch_model)-(\d+)-of-(\d+)\.(?:safetensors|bin)$")
+_ZERO_RE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
+
+
+def _hf_problems(files, world_size):
+    """What a checkpoint-N directory lacks: [reason]. files: its paths, relative to it."""
+    names = {path.rsplit("/", 1)[-1] for path in files}
+    top = {path for path in files if "/" not in path}
+    problems = []
+    if "trainer_state.json" not in top:
+        problems.append("no trainer_state.json (the Trainer writes it last: the save did not finish)")
+    if not top & set(_WEIGHTS) and not any(_SHARD_RE.match(name) for name in top):
+        problems.append("no model weights")
+    shards = [_SHARD_RE.match(name) for name in top]
+    totals = {int(match.group(2)) for match in shards if match}
+    for total in totals:
+        missing = sorted(set(range(1, total + 1)) - {int(m.group(1)) for m in shards if m and int(m.group(2)) == total})
+        if missing:
+            problems.append("weight shard %s of %d missing" % (", ".join(str(i) for i in missing), total))
+    zero = {int(match.group(1)) for match in (_ZERO_RE.match(name) for name in names) if match}
+    if zero:  # DeepSpeed: every rank writes its own optimizer shard under global_stepN/
+        missing = sorted(set(range(world_size)) - zero)
+        if missing:
+            problems.append("the optimizer shard of rank %s missing" % ", ".join(str(r) for r in missing))
+    elif "optimizer.pt" not in top:
+        problems.append("no optimizer.pt")
+    if world_size > 1:
+        missing = [rank for rank in range(world_size) if "rng_state_%d.pth" % rank not in top]
+        if missing:
+            problems.append("rng_state of rank %s missing" % ", ".join(str(r) for r in missing))
+    return problems
+
+
+def assess(entries, world_size):
+    """The checkpoints in one directory, judged.
+
+    entries: [{path, size}] of the files under the checkpoint directory, paths relative to it (as find lists them);
+    world_size: the job's ranks (NNODES x NPROC_PER_NODE). Returns {latest: name or None, step, size (bytes of the latest),
+    complete: [names], incomplete: {name: [reason]}}.
+    """
+    ddp, hf = {}, {}
+    for entry in entries:
+        head, _, rest = entry["path"].partition("/")
+        match = _DDP_RE.match(head)
+        if match and not rest:
+            ddp.setdefault(int(match.group(1)), []).append(entry)
+        match = _HF_RE.match(head)
+        if match and rest:
+            hf.setdefault((int(match.group(1)), head), []).append(dict(entry, path=rest))
+    found = {}  # name: (step, size, problems)
+    for step, files in ddp.items():
+        final = [f for f in files if not f["path"].endswith(".tmp")]
+        name = "step-%06d.pt" % step
+        if final:
+            found[name] = (step, final[0]["size"], [])
+        else:
+            found[name + ".tmp"] = (step, 0, ["a save that did not finish (only %s.tmp)" % name])
+    for (step, name), files in hf.items():
+        found[name] = (step, sum(f["size"] for f in files), _hf_problems([f["path"] for f in files], world_size))
+    complete = sorted((n for n, (s, dummy, p) in found.items() if not p), key=lambda n: found[n][0])
+    latest = complete[-1] if complete else None
+    # Only a checkpoint newer than the one resumed from is a loss worth naming; older broken ones are history.
+    newest_step = found[latest][0] if latest else -1
+    incomplete = {n: p for n, (s, dummy, p) in found.items() if p and s > newest_step}
+    return {"latest": latest, "step": found[latest][0] if latest else None, "size": found[latest][1] if latest else None,
+            "complete": complete, "incomplete": incomplete}
+
+
+def messages(assessment, directory):
+    """What a start says about its checkpoints: [line]."""
+    lines = ["%s/%s is incomplete (%s): not loaded" % (directory, name, "; ".join(reasons))
+             for name, reasons in sorted(assessment["incomplete"].items())]
+    if assessment["latest"]:
+        lines.append("resuming from %s/%s (step %d)" % (directory, assessment["latest"], assessment["step"]))
+    return lines
