@@ -8,7 +8,7 @@ the link limit a rung is measured against and a verdict per rung. The formats fo
 src/common.cu), NCCL 2.28 (src/debug.cc and the transports) and Open MPI 4.1 (``--tag-output``, help texts).
 
 Every parser of a rung returns the same shape, so judge_rung() works for GPUs and for the CPU rung alike:
-{source, version, nccl_library, collective, params, ranks, rows, wrong_total, avg_busbw, out_of_bounds, json_output,
+{source, version, nccl_library, nccl_headers, collective, params, ranks, rows, wrong_total, avg_busbw, out_of_bounds, json_output,
 notes, errors, failed_processes, complete}.
 """
 
@@ -31,7 +31,7 @@ _MPI_TIMESTAMP_ONLY_RE = re.compile(r'^%s<(stdout|stderr|stddiag)>:' % _CTIME)
 # the highest one (" 0: ", "12: "); srun's own messages ("srun: error: ...") have none.
 _SRUN_LABEL_RE = re.compile(r'^ *(\d+): ')
 
-_VERSION_RE = re.compile(r'^#\s*nccl-tests version (\S+)(?:\s+nccl-headers=\d+)?(?:\s+nccl-library=(\d+))?')
+_VERSION_RE = re.compile(r'^#\s*nccl-tests version (\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?')
 _START_RE = re.compile(r'^#\s*Collective test starting:\s*(\S+)')
 _PARAMS_RE = re.compile(
     r'^#\s*nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+) step: (\d+)\((\w+)\) warmup iters: (\d+) '
@@ -126,6 +126,7 @@ def _new_result(source):
         'source': source,
         'version': None,
         'nccl_library': None,
+        'nccl_headers': None,
         'collective': None,
         'params': {},
         'ranks': [],
@@ -279,7 +280,8 @@ def _parse_comment(line, result):
     json_output = _JSON_OUTPUT_RE.match(line)
     if version:
         result['version'] = version.group(1)
-        result['nccl_library'] = nccl_version_from_code(version.group(2)) if version.group(2) else None
+        result['nccl_headers'] = nccl_version_from_code(version.group(2)) if version.group(2) else None
+        result['nccl_library'] = nccl_version_from_code(version.group(3)) if version.group(3) else None
     elif start:
         result['collective'] = _collective(start.group(1))
     elif header:
@@ -933,6 +935,11 @@ def judge_rung(result, expected_ranks, expected_hosts, min_busbw_gbps=None, ib_p
     if not rows:
         reasons.append('no result rows')
     reasons.extend(_rank_reasons(result, expected_ranks, expected_hosts))
+    built, loaded = result.get('nccl_headers'), result.get('nccl_library')
+    if built and loaded and built != loaded:
+        # The field reports' first suspect for hangs: another libnccl than the build's won at run time.
+        reasons.append('NCCL %s loaded, but nccl-tests was built against NCCL %s: another libnccl.so.2 won at run time '
+                       '(LD_LIBRARY_PATH, ldconfig)' % (loaded, built))
     wrong_total = result.get('wrong_total')
     if wrong_total:
         sizes = sorted(set(row['size'] for row in rows for side in (row['out_of_place'], row['in_place']) if side and side['wrong']))

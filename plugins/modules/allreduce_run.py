@@ -191,6 +191,10 @@ result:
       description: NCCL version nccl-tests ran with.
       type: str
       sample: "2.28.9"
+    nccl_headers:
+      description: NCCL version nccl-tests was built against; a rung whose library differs fails.
+      type: str
+      sample: "2.28.9"
     collective:
       description: The collective measured.
       type: str

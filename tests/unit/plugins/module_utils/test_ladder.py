@@ -128,8 +128,10 @@ def test_network_verdict_one_node():
     assert ladder.network_verdict({"ok": False, "messages": ["stale"]}, ["node1"]) == verdict
 
 
-def four_nodes_output(name, seconds):
+def four_nodes_output(name, seconds, as_recorded=False):
     text = (FIXTURES / "gpu" / "h200x2-nodes" / name).read_text()
+    if not as_recorded:  # that run loaded another NCCL than it was built with; here, as a matching build prints it
+        text = text.replace("nccl-headers=22809 nccl-library=22803", "nccl-headers=22803 nccl-library=22803")
     return {"rc": 0, "timed_out": False, "seconds": seconds, "result": nccl_tests.parse_perf_output(text),
             "debug": nccl_tests.parse_nccl_debug(text)}
 
@@ -153,6 +155,15 @@ def test_judge_real_four_node_rungs_over_sockets():
     run = every["runs"][0]
     assert every["passed"] and run["reasons"] == [] and run["ranks"] == 4 and run["busbw_gbps"] == 1.64
     assert run["basis"] == "no active InfiniBand/RoCE port and no Ethernet speed known"
+
+
+def test_the_recorded_run_that_loaded_another_nccl_than_its_build_fails():
+    # As recorded on the lent machine: built with torch's pip NCCL 2.28.9, the system's 2.28.3 won at run time.
+    step = ladder.plan(NODES, dict.fromkeys(NODES, 1), SETTINGS)[3]
+    run = ladder.judge_step(step, {"gpu1": four_nodes_output("all_nodes.txt", 35.9, as_recorded=True)}, {}, dict.fromkeys(NODES, VETH), 0.5)["runs"][0]
+    assert not run["passed"]
+    assert run["reasons"] == ["NCCL 2.28.3 loaded, but nccl-tests was built against NCCL 2.28.9: another libnccl.so.2 won at "
+                              "run time (LD_LIBRARY_PATH, ldconfig)"]
 
 
 def test_judge_real_four_nodes_names_socket_use_where_facts_list_an_hca():
