@@ -60,7 +60,7 @@ def assess(entries, world_size):
     """
     ddp, hf = {}, {}
     for entry in entries:
-        head, _, rest = entry["path"].partition("/")
+        head, dummy, rest = entry["path"].partition("/")
         match = _DDP_RE.match(head)
         if match and not rest:
             ddp.setdefault(int(match.group(1)), []).append(entry)

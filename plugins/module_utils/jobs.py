@@ -89,9 +89,10 @@ def first_failed(failed, logs, addresses, ended):
 def status(nodes, units, exits, logs, record, addresses):
     """One row per node and the job's verdict.
 
-    units: {node: the unit's properties (systemd_service's status, or trainops-job state where there is no systemd)}; exits: {node: NODE.exit text or None}; logs: {node: [last lines]};
-    record: the job record (job.json) or None; addresses: {node: cluster_ip}. Returns {rows: [[node, state, step,
-    last line]], nodes: {node: {state, rc, stopped_by, ended, step}}, verdict, first_failed}.
+    units: {node: the unit's properties (systemd_service's status, or trainops-job state where there is no systemd)};
+    exits: {node: NODE.exit text or None}; logs: {node: [last lines]}; record: the job record (job.json) or None;
+    addresses: {node: cluster_ip}. Returns {rows: [[node, state, step, last line]], nodes: {node: {state, rc,
+    stopped_by, ended, step}}, verdict, first_failed}.
     """
     per_node, rows = {}, []
     for node in nodes:

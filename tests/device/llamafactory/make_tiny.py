@@ -121,8 +121,7 @@ def check_tokenizer(tokenizer, texts, vocab_size):
         added = {t.content: t for t in tokenizer.added_tokens_decoder.values()}
         check(token in added and added[token].special, "%s is not an added special token" % token)
     check(tokenizer.eos_token == EOS and tokenizer.pad_token == PAD and tokenizer.bos_token is None,
-          "eos/pad/bos are %r/%r/%r, not %r/%r/None" % (tokenizer.eos_token, tokenizer.pad_token, tokenizer.bos_token,
-                                                       EOS, PAD))
+          "eos/pad/bos are %r/%r/%r, not %r/%r/None" % (tokenizer.eos_token, tokenizer.pad_token, tokenizer.bos_token, EOS, PAD))
     check(tokenizer.eos_token_id != tokenizer.pad_token_id, "eos and pad are the same id")
     check(tokenizer.unk_token is None, "unk token %r" % tokenizer.unk_token)
     check(len(tokenizer) == vocab_size, "len(tokenizer) %d != vocab size %d" % (len(tokenizer), vocab_size))
@@ -196,7 +195,7 @@ def check_with_llamafactory(config_path, records, vocab_size):
     config = OmegaConf.to_container(OmegaConf.load(config_path))  # as llamafactory.hparams.parser.read_args reads it
     if not torch.cuda.is_available():  # bf16 needs a GPU to parse; the keys and types are what is checked here
         config["use_cpu"] = True
-    model_args, data_args, training_args, finetuning_args, _ = _parse_train_args(config)  # unknown keys raise
+    model_args, data_args, training_args, finetuning_args, dummy = _parse_train_args(config)  # unknown keys raise
     check(finetuning_args.stage == "sft" and finetuning_args.finetuning_type == "lora"
           and finetuning_args.lora_target == ["all"] and finetuning_args.lora_rank == 8,
           "finetuning arguments parsed as %s" % finetuning_args)

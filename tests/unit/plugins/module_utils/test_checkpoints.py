@@ -9,8 +9,8 @@ HF_FILES = ["adapter_config.json", "adapter_model.safetensors", "optimizer.pt", 
             "rng_state_1.pth", "trainer_state.json", "training_args.bin", "tokenizer.json"]
 
 
-def hf(step, files=HF_FILES, size=10):
-    return [{"path": "checkpoint-%d/%s" % (step, name), "size": size} for name in files]
+def hf(step, files=None, size=10):
+    return [{"path": "checkpoint-%d/%s" % (step, name), "size": size} for name in (HF_FILES if files is None else files)]
 
 
 def test_the_newest_complete_trainer_checkpoint_is_chosen():
