@@ -176,7 +176,9 @@ def node_errors(node):
     """Read-only checks on one node that the inventory alone cannot answer.
 
     node: {"host", "cluster_ip", "addresses": [interface addresses], "passwd": getent passwd {name: [pw, uid, gid, ...]},
-    "group": getent group {name: [pw, gid, ...]}, "user_name", "uid", "gid"}.
+    "group": getent group {name: [pw, gid, ...]}, "user_name", "uid", "gid"}, and where they apply "port_range"
+    (_port_range_errors) and "nfs" (_nfs_errors): what a container instance or a kernel without NFS cannot do, found
+    before anything changes.
     """
     host, name = node["host"], node["user_name"]
     errors = []
@@ -195,6 +197,40 @@ def node_errors(node):
     if existing and str(existing[1]) != str(node["uid"]):
         errors.append("%s: user %s exists with uid %s, not cluster_user_uid %s. Set cluster_user_uid to match, or fix the "
                       "account on %s." % (host, name, existing[1], node["uid"], host))
+    errors += _port_range_errors(host, node.get("port_range"))
+    errors += _nfs_errors(host, node.get("nfs"))
+    return errors
+
+
+def _port_range_errors(host, port_range):
+    """port_range: {writable, live ("32768\t60999"), wanted ("50000-59999")}, or None where it is not pinned."""
+    if not port_range or port_range["writable"] or port_range["live"].split() == port_range["wanted"].split("-"):
+        return []
+    return ["%s: net.ipv4.ip_local_port_range cannot be set here (/proc/sys is read-only: a container?); it is %s, not "
+            "cluster_nccl_port_range %s. Set firewall_pin_port_range: false for %s to keep its own range and open it to the "
+            "cluster in the firewall instead." % (host, "-".join(port_range["live"].split()), port_range["wanted"], host)]
+
+
+def _kernel_has(nfs, name):
+    """Whether the kernel has file system name: loaded, as a module, or built in."""
+    return (name in nfs["filesystems"] or any(m.split(".ko")[0] == name for m in nfs["modules"])
+            or ("/%s.ko" % name) in (nfs.get("builtin") or ""))
+
+
+def _nfs_errors(host, nfs):
+    """nfs: {server (this node serves with the kernel backend), client (it mounts the export), filesystems (of
+    /proc/filesystems), modules (file names of nfsd/nfs modules found), builtin (modules.builtin's text)}, or None."""
+    if not nfs:
+        return []
+    errors = []
+    if nfs["server"] and not _kernel_has(nfs, "nfsd"):
+        errors.append("%s: nfs_server_backend kernel needs the kernel's NFS server, which this kernel lacks (no nfsd in "
+                      "/proc/filesystems or its modules). Set nfs_server_backend: ganesha (user space), or nfs_enabled: false "
+                      "to use shared storage that is already mounted at cluster_shared_dir." % host)
+    if nfs["client"] and not (_kernel_has(nfs, "nfs") or _kernel_has(nfs, "nfs4")):
+        errors.append("%s: nfs_mount_state mounted needs the kernel's NFS client, which this kernel lacks (no nfs in "
+                      "/proc/filesystems or its modules). Set nfs_mount_state: present (fstab only), or nfs_enabled: false "
+                      "to use shared storage that is already mounted at cluster_shared_dir." % host)
     return errors
 
 

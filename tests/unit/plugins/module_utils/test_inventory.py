@@ -167,3 +167,26 @@ def test_by_node_reads_a_path_and_gives_none_where_it_is_missing():
     hostvars = {"n1": {"facts": {"gpu": {"count": 8}}}, "n2": {"facts": {}}, "n3": {}}
     assert by_node(["n1", "n2", "n3", "n4"], hostvars, ["facts", "gpu", "count"]) == {"n1": 8, "n2": None, "n3": None, "n4": None}
     assert by_node(["n1"], hostvars, "facts") == {"n1": {"gpu": {"count": 8}}}
+
+
+def test_a_read_only_port_range_that_differs_is_named_with_the_setting_that_avoids_it():
+    read_only = {"writable": False, "live": "32768\t60999", "wanted": "50000-59999"}
+    assert node_errors(state(port_range=read_only)) == [
+        "node2: net.ipv4.ip_local_port_range cannot be set here (/proc/sys is read-only: a container?); it is 32768-60999, "
+        "not cluster_nccl_port_range 50000-59999. Set firewall_pin_port_range: false for node2 to keep its own range and "
+        "open it to the cluster in the firewall instead."]
+    # Read-only but already right, or writable: nothing to say.
+    assert node_errors(state(port_range=dict(read_only, live="50000\t59999"))) == []
+    assert node_errors(state(port_range=dict(read_only, writable=True))) == []
+
+
+def test_a_kernel_without_nfs_is_named_before_anything_changes():
+    # As in this machine's containers: no nfsd, no NFS client, no modules directory.
+    bare = {"server": True, "client": True, "filesystems": ["ext4", "proc", "tmpfs"], "modules": [], "builtin": None}
+    errors = node_errors(state(nfs=bare))
+    assert [e.split(" needs")[0] for e in errors] == ["node2: nfs_server_backend kernel", "node2: nfs_mount_state mounted"]
+    assert "Set nfs_server_backend: ganesha (user space)" in errors[0] and "Set nfs_mount_state: present" in errors[1]
+    # A module on disk, or built in, is enough (modprobe loads it).
+    assert node_errors(state(nfs=dict(bare, modules=["nfsd.ko.xz", "nfs.ko.zst"]))) == []
+    assert node_errors(state(nfs=dict(bare, builtin="kernel/fs/nfsd/nfsd.ko\nkernel/fs/nfs/nfs.ko\n"))) == []
+    assert node_errors(state(nfs=dict(bare, server=False, filesystems=["nfs4"]))) == []
