@@ -84,6 +84,25 @@ def ssh(summary, nodes):
             for n in nodes if summary["rows"] and n in [row[0] for row in summary["rows"]]]
 
 
+def users(nodes, accounts, user):
+    """accounts: {node: the training user's getent passwd fields [password, uid, gid, gecos, home, shell], or None};
+    user: {name, uid, gid} from the inventory."""
+    fix = ("Give %(name)s uid %(uid)s and gid %(gid)s on that node (usermod -u, groupmod -g, then chown its files): "
+           "site.yml refuses to run until then." % user)
+    out = []
+    for node in nodes:
+        fields = accounts.get(node)
+        if not fields:
+            out.append(finding("user", node, "fail", "no user %s" % user["name"], "Run site.yml (role cluster_user)."))
+        elif (int(fields[1]), int(fields[2])) != (int(user["uid"]), int(user["gid"])):
+            out.append(finding("user", node, "fail", "%s is uid %s gid %s, not %s:%s (cluster_user_uid, cluster_user_gid): its files "
+                               "on shared storage belong to someone else on the other nodes"
+                               % (user["name"], fields[1], fields[2], user["uid"], user["gid"]), fix))
+        else:
+            out.append(finding("user", node, "ok", "%s is %s:%s" % (user["name"], fields[1], fields[2])))
+    return out
+
+
 def interface(node, env, interfaces, cluster_ip, infiniband):
     """env: the node's launch.env; interfaces: [{name, addresses}]; infiniband: [{device, port, state}]."""
     fix = "Run site.yml (role launch) to set NCCL_SOCKET_IFNAME to the interface holding cluster_ip."
@@ -99,6 +118,12 @@ def interface(node, env, interfaces, cluster_ip, infiniband):
     elif name not in holder:
         out.append(finding("interface", node, "fail", "NCCL_SOCKET_IFNAME=%s does not hold cluster_ip %s (%s does)"
                            % (name, cluster_ip, ", ".join(holder) or "no interface"), fix))
+    for held in holder:
+        # An interface set down keeps its address: the checks above pass, and every path to and from the node times out.
+        state = str(by_name[held].get("state") or "").upper()
+        if state in ("DOWN", "LOWERLAYERDOWN", "NOTPRESENT", "DORMANT"):
+            out.append(finding("interface", node, "fail", "%s is %s (it holds cluster_ip %s): every path to and from %s times out"
+                               % (held, state, cluster_ip, node), "Bring the link up (ip link set %s up; cable, switch port)." % held))
     down = ["%s:%s %s" % (p["device"], p["port"], p.get("state")) for p in infiniband if "ACTIVE" not in str(p.get("state", "")).upper()]
     if down:
         out.append(finding("interface", node, "fail", "InfiniBand/RoCE ports not active: %s" % ", ".join(down),
@@ -281,6 +306,7 @@ def run_all(data):
     findings += versions(data["drift"], checked)
     # Every node's names are expected (a down node's too); only the checked nodes resolved them.
     findings += names(nodes, data["resolved"], data["hostnames"])
+    findings += users(checked, data["accounts"], data["user"])
     findings += ssh(data["mesh"], checked)
     envs = dict((n, parse_env(data["envs"].get(n))) for n in checked)
     for n in records:

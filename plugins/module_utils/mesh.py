@@ -8,6 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 # ssh's stderr -> a diagnosis a user can act on; first match wins.
 SSH_ERRORS = (
+    # ssh then goes on to other keys and ends "Permission denied": the cause lies on the node that dials.
+    ("UNPROTECTED PRIVATE KEY FILE", "this node's private key is readable by others, so ssh ignores it (UNPROTECTED PRIVATE "
+                                     "KEY FILE): the key file must be mode 0600"),
     ("Could not resolve hostname", "name does not resolve (missing from /etc/hosts?)"),
     ("REMOTE HOST IDENTIFICATION HAS CHANGED", "host key changed since known_hosts was written"),
     ("Host key verification failed", "host key verification failed (known_hosts lacks this name or address)"),

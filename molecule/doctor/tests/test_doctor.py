@@ -113,6 +113,35 @@ def test_j_tensor_parallel_does_not_divide_heads():
     assert_named("tensor parallel 3 does not divide 32 attention heads", args=("-e", "train_tp=3", "-e", "train_model_config=%s" % MODEL))
 
 
+def test_j1_private_key_readable_by_others(node):
+    # ssh ignores the key and is refused everywhere: the cause is node2's key, not the others' authorized_keys.
+    key = "/home/train/.ssh/id_ed25519_doctor"
+    node("node2").check_output("chmod 0644 %s" % key)
+    try:
+        assert_named("this node's private key is readable by others, so ssh ignores it")
+    finally:
+        node("node2").check_output("chmod 0600 %s" % key)
+
+
+def test_j2_training_interface_down(node):
+    ip = HOSTVARS["node3"]["cluster_ip"]
+    link = node("node3").check_output("ip -o -4 addr show to %s" % ip).split()[1]
+    node("node3").check_output("ip link set %s down" % link)
+    try:
+        assert_named("%s is DOWN (it holds cluster_ip %s): every path to and from node3 times out" % (link, ip))
+    finally:
+        node("node3").check_output("ip link set %s up" % link)
+
+
+def test_j3_training_user_with_another_uid(node):
+    # As after a hand-made account on a replaced node; edited in place (usermod refuses a user with processes).
+    node("node2").check_output("sed -i 's/^train:x:2000:/train:x:2001:/' /etc/passwd")
+    try:
+        assert_named("train is uid 2001 gid 2000, not 2000:2000")
+    finally:
+        node("node2").check_output("sed -i 's/^train:x:2001:/train:x:2000:/' /etc/passwd")
+
+
 def test_k_node_stopped(node):
     name = "trainops-molecule-doctor-node3"
     subprocess.run(["podman", "stop", "-t", "2", name], check=True, capture_output=True)
@@ -145,6 +174,8 @@ def test_check_mode_shows_drift_and_changes_nothing_then_site_repairs_all(node):
                                "sed -i '\\# /mnt/shared #d' /etc/fstab")
     node("node1").check_output("nft insert rule inet trainops input tcp dport 29500 drop")
     node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
+    # The live port range drifts while /etc/sysctl.d still holds the right one.
+    node("node3").check_output("sysctl -w net.ipv4.ip_local_port_range='32768 60999'")
     before = checksums(node)
     check = playbook("site.yml", "--check", "--diff")
     assert check.returncode == 0, check.stdout[-3000:]
@@ -154,5 +185,6 @@ def test_check_mode_shows_drift_and_changes_nothing_then_site_repairs_all(node):
     for drift in ("+10.96.0.13\tnode3", "+NCCL_SOCKET_IFNAME=eth", "+    --ipc host"):
         assert drift in check.stdout, drift
     repair()
+    assert node("node3").check_output("sysctl -n net.ipv4.ip_local_port_range").split() == ["50000", "59999"]
     run, _seconds = doctor()
     assert run.returncode == 0, run.stdout[-3000:]

@@ -104,3 +104,23 @@ def test_a_down_node_is_named_once_not_blamed_on_the_others():
         {"key": "nccl", "consistent": False, "severity": "critical", "majority": "2.21.5", "odd_hosts": ["node2"],
          "values": {"node1": "2.21.5", "node2": "2.19.3", "node3": None}}]}
     assert fails(doctor.versions(drift, ["node1", "node2"])) == [("node2", "nccl is 2.19.3, others 2.21.5")]
+
+
+def test_an_interface_set_down_is_named_though_it_keeps_its_address():
+    interfaces = [{"name": "eth0", "state": "UP", "addresses": ["10.9.0.2/24"]},
+                  {"name": "eth1", "state": "DOWN", "addresses": ["10.0.0.2/24"]}]
+    assert fails(doctor.interface("node2", env(1), interfaces, "10.0.0.2", [])) == [
+        ("node2", "eth1 is DOWN (it holds cluster_ip 10.0.0.2): every path to and from node2 times out")]
+    # Virtual links without carrier detection say UNKNOWN: not down.
+    interfaces[1]["state"] = "UNKNOWN"
+    assert fails(doctor.interface("node2", env(1), interfaces, "10.0.0.2", [])) == []
+
+
+def test_the_training_users_ids_on_every_node():
+    user = {"name": "train", "uid": "2000", "gid": "2000"}
+    accounts = {"node1": ["x", "2000", "2000", "", "/home/train", "/bin/bash"], "node2": ["x", "2001", "2000", "", "/home/train", "/bin/bash"],
+                "node3": None}
+    assert fails(doctor.users(["node1", "node2", "node3"], accounts, user)) == [
+        ("node2", "train is uid 2001 gid 2000, not 2000:2000 (cluster_user_uid, cluster_user_gid): its files on shared storage "
+                  "belong to someone else on the other nodes"),
+        ("node3", "no user train")]

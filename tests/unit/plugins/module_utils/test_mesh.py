@@ -32,6 +32,11 @@ def test_ssh_argv_is_strict_and_bounded():
     ("No ED25519 host key is known for node3 and you have requested strict checking.\r\nHost key verification failed.\r\n",
      "host key verification failed"),
     ("kex_exchange_identification: weird\r\n", "kex_exchange_identification: weird"),
+    # What OpenSSH 9.2 prints for a key of mode 0644 before it falls back and is refused.
+    ("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\r\n@         WARNING: UNPROTECTED PRIVATE KEY FILE!          @\r\n"
+     "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\r\nPermissions 0644 for '/home/train/.ssh/id_ed25519_c' are too "
+     "open.\r\nThis private key will be ignored.\r\nLoad key \"/home/train/.ssh/id_ed25519_c\": bad permissions\r\n"
+     "train@node3: Permission denied (publickey).\r\n", "this node's private key is readable by others"),
 ])
 def test_diagnose(stderr, reason):
     assert mesh.diagnose(255, stderr).startswith(reason)
