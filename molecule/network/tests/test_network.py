@@ -126,3 +126,20 @@ def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
     assert connect(node, OUTSIDER, "node1", 2049) == "dropped"  # the accept rule added above is gone too
     assert playbook("ports.yml").returncode == 0
     assert playbook("verify.yml").returncode == 0
+
+
+def test_a_second_controller_is_added_beside_the_first_never_in_its_place(node):
+    controller = node("node1").check_output("cat /etc/trainops/firewall-controllers").split()
+    assert len(controller) == 1
+    # As if a bastion (192.0.2.10) had run site.yml first: this controller is then the second.
+    node("node1").check_output("echo 192.0.2.10 > /etc/trainops/firewall-controllers")
+    run = playbook("site.yml", "--tags", "firewall")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "node1: SSH is now also allowed from %s" % controller[0] in run.stdout
+    rules = node("node1").check_output("nft -s list table inet trainops")
+    assert "192.0.2.10" in rules and controller[0] in rules
+    assert node("node1").check_output("cat /etc/trainops/firewall-controllers").split() == ["192.0.2.10", controller[0]]
+    # The next run from here changes nothing and keeps both.
+    again = playbook("site.yml", "--tags", "firewall")
+    assert again.returncode == 0 and "SSH is now also allowed" not in again.stdout
+    assert "192.0.2.10" in node("node1").check_output("nft -s list table inet trainops")
