@@ -4,11 +4,15 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import inventory, mesh, reachability
+from ansible_collections.trainops.cluster.plugins.module_utils import authorized_keys, inventory, mesh, reachability
 
 
 def by_node(nodes, hostvars, path):
     return inventory.by_node(list(nodes), hostvars, path)
+
+
+def cluster_stale_keys(authorized, pubkey):
+    return authorized_keys.stale(str(authorized or ""), str(pubkey or ""))
 
 
 def cluster_nodes(hostvars, hosts):
@@ -36,6 +40,7 @@ class FilterModule:
         return {
             "by_node": by_node,
             "cluster_nodes": cluster_nodes,
+            "cluster_stale_keys": cluster_stale_keys,
             "cluster_inventory_errors": cluster_inventory_errors,
             "cluster_node_errors": cluster_node_errors,
             "reachability_matrix": reachability_matrix,

@@ -114,3 +114,18 @@ def test_launch_files_are_rewritten_only_where_they_differ(node):
     assert "changed: [node2] => (item=/etc/trainops/launch.env)" in run.stdout, run.stdout[-3000:]
     assert writes_skipped(run, [name for name in CLUSTER if name != "node2"])
     assert "DRIFT" not in node("node2").file("/etc/trainops/launch.env").content_string
+
+
+def test_a_rotated_cluster_key_leaves_no_old_key_authorized(node):
+    """An earlier cluster key (the same comment, another key) is removed; a key of the user's own stays."""
+    keys = "/home/train/.ssh/authorized_keys"
+    old = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLD1 train@molecule"
+    own = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMINEMINEMINEMINEMINEMINEMINEMINEMINEMINEMINE1 alice@laptop"
+    node("node2").check_output("printf '%%s\\n%%s\\n' '%s' '%s' >> %s" % (old, own, keys))
+    run = playbook("site.yml", "--tags", "cluster_user")
+    assert run.returncode == 0, run.stdout[-3000:]
+    text = node("node2").file(keys).content_string
+    assert old not in text and own in text
+    pub = node("node2").file("/home/train/.ssh/id_ed25519_molecule.pub").content_string.strip()
+    assert pub in text
+    node("node2").check_output("sed -i '/alice@laptop/d' %s" % keys)
