@@ -143,3 +143,18 @@ def test_a_second_controller_is_added_beside_the_first_never_in_its_place(node):
     again = playbook("site.yml", "--tags", "firewall")
     assert again.returncode == 0 and "SSH is now also allowed" not in again.stdout
     assert "192.0.2.10" in node("node1").check_output("nft -s list table inet trainops")
+
+
+def test_rules_that_cut_the_controller_off_are_rolled_back(node):
+    # SSH moved to a port that nothing listens on: the controller's new connection is dropped.
+    before = {name: node(name).check_output("nft -s list table inet trainops") for name in CLUSTER}
+    saved = node("node2").check_output("sha256sum /etc/trainops/firewall.nft")
+    start = time.monotonic()
+    run = playbook("site.yml", "--tags", "firewall", "-e", "firewall_ssh_port=2222", "-e", "firewall_rollback_seconds=15")
+    print("lockout named after %.1f s" % (time.monotonic() - start))
+    assert run.returncode != 0
+    assert "the controller could not connect to node2 again: the rollback restored the previous rules" in run.stdout, run.stdout[-3000:]
+    assert node("node2").check_output("nft -s list table inet trainops") == before["node2"]
+    assert node("node2").check_output("sha256sum /etc/trainops/firewall.nft") == saved
+    assert playbook("site.yml", "--tags", "firewall").returncode == 0
+    assert {name: node(name).check_output("nft -s list table inet trainops") for name in CLUSTER} == before
