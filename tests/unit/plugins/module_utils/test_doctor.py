@@ -124,3 +124,16 @@ def test_the_training_users_ids_on_every_node():
         ("node2", "train is uid 2001 gid 2000, not 2000:2000 (cluster_user_uid, cluster_user_gid): its files on shared storage "
                   "belong to someone else on the other nodes"),
         ("node3", "no user train")]
+
+
+def test_the_ssh_verdict_says_what_a_login_proved():
+    nodes = ["node%d" % i for i in range(1, 11)]
+    # Above 8 nodes node5 logs into its 2 neighbours and the launcher; the other pairs are checked without a login.
+    cells = {n: ["-" if m == n else "ok*" for m in nodes] for n in nodes}
+    cells["node5"] = ["ok", "ok*", "ok*", "ok*", "-", "ok", "ok", "ok*", "ok*", "ok*"]
+    summary = {"failures": [], "rows": [[n] + cells[n] for n in nodes]}
+    found = {f["node"]: f["detail"] for f in doctor.ssh(summary, nodes)}
+    assert found["node5"] == ("logs into 3 nodes; 6 more checked without a login (name -> training address, known_hosts; "
+                              "the port matrix connects to their port 22)")
+    small = {"failures": [], "rows": [["node1", "-", "ok"], ["node2", "ok", "-"]]}
+    assert [f["detail"] for f in doctor.ssh(small, ["node1", "node2"])] == ["logs into every node (1)", "logs into every node (1)"]
