@@ -129,3 +129,15 @@ def test_a_rotated_cluster_key_leaves_no_old_key_authorized(node):
     pub = node("node2").file("/home/train/.ssh/id_ed25519_molecule.pub").content_string.strip()
     assert pub in text
     node("node2").check_output("sed -i '/alice@laptop/d' %s" % keys)
+
+
+def test_a_run_limited_to_one_node_converges_it_and_says_what_it_did_not_check(node):
+    """As for a replaced node: site.yml --limit node3 repairs node3, reading the others, and names the checks it left."""
+    node("node3").check_output("sed -i '/^WORLD_SIZE=/d' /etc/trainops/launch.env && sed -i '/\\tnode1$/d' /etc/hosts")
+    run = playbook("site.yml", "--limit", "node3")
+    assert run.returncode == 0, run.stdout[-3000:]
+    for check in ("the SSH mesh", "the port matrix", "the drift report", "the verify ladder", "the torchrun rung"):
+        assert "NOT CHECKED: %s needs every node of the cluster" % check in run.stdout, check
+    env = node("node3").file("/etc/trainops/launch.env").content_string
+    assert "WORLD_SIZE=3" in env and "NNODES=3" in env and "NODE_RANK=2" in env
+    assert "\tnode1\n" in node("node3").file("/etc/hosts").content_string
