@@ -7,8 +7,11 @@ from __future__ import annotations
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
 
 
-def torchrun_allreduce_verdict(results, nodes, nproc, gpus, master):
-    return torchrun.judge_allreduce(dict(results), list(nodes), dict(nproc), dict(gpus), str(master))
+def torchrun_allreduce_verdict(results, nodes, nproc, gpus, master, nccl_sources=None):
+    # torch's own NCCL is its pip package (nvidia-nccl-cu*), as the facts found it on each node.
+    built_for = {node: next((s["version"] for s in (sources or []) if s.get("source") == "pip"), None)
+                 for node, sources in dict(nccl_sources or {}).items()}
+    return torchrun.judge_allreduce(dict(results), list(nodes), dict(nproc), dict(gpus), str(master), built_for)
 
 
 def torchrun_training_verdict(first, resumed, nodes, nproc, master, settings):

@@ -275,11 +275,34 @@ def _interfaces(result, found):
     return sorted({r["interface"] for r in found if r.get("interface")})
 
 
-def judge_allreduce(results, nodes, nproc, gpus, master):
+def nccl_reasons(found, nodes, built_for):
+    """Ranks that loaded different NCCLs, or another than torch's own (the version field reports blame for hangs).
+
+    built_for: {node: the version of torch's own NCCL there (its pip package), or None where not known}.
+    """
+    loaded = {}
+    for record in found:
+        if record.get("nccl"):
+            loaded.setdefault(record["node"], set()).add(record["nccl"])
+    reasons = []
+    versions = sorted({v for vs in loaded.values() for v in vs})
+    if len(versions) > 1:
+        reasons.append("the ranks loaded different NCCL versions: %s" % "; ".join(
+            "%s on %s" % (v, ", ".join(n for n in nodes if v in loaded.get(n, ()))) for v in versions))
+    for node in nodes:
+        wanted = (built_for or {}).get(node)
+        other = sorted(loaded.get(node, set()) - {wanted}) if wanted else []
+        if other:
+            reasons.append("%s's ranks loaded NCCL %s, but torch's own NCCL there is %s: another libnccl.so.2 won at run "
+                           "time (LD_LIBRARY_PATH)" % (node, ", ".join(other), wanted))
+    return reasons
+
+
+def judge_allreduce(results, nodes, nproc, gpus, master, built_for=None):
     """Verdict of the torchrun all-reduce rung from every node's torchrun_run result.
 
     nproc: {node: processes}; gpus: {node: GPU count from the facts} (NCCL expected where > 0, Gloo elsewhere);
-    master: "addr:port" every node must rendezvous at.
+    master: "addr:port" every node must rendezvous at; built_for: see nccl_reasons.
     """
     backends = {node: "nccl" if int(gpus.get(node) or 0) > 0 else "gloo" for node in nodes}
     found = records(results, "result")
@@ -292,6 +315,7 @@ def judge_allreduce(results, nodes, nproc, gpus, master):
             break
     wrong = [r for r in found if not r.get("sum_ok")]
     reasons += ["rank %s on %s: %s of %s elements of the sum are wrong" % (r["rank"], r["node"], r["wrong"], r["bytes"] // 4) for r in wrong]
+    reasons += nccl_reasons(found, nodes, built_for)
     for node in nodes:
         used = sorted({r["backend"] for r in found if r["node"] == node})
         if used and used != [backends[node]]:

@@ -305,3 +305,17 @@ def test_rungs_that_cannot_run_are_skipped_or_name_the_nodes():
     assert some['passed'] is False and some['reasons'] == ['node2: no torchrun on the hosts (no training_image), the other nodes have one']
     assert torchrun.blocked(NODES, [], {n: None for n in NODES}, 'torchrun', where) is None
     assert torchrun.blocked(NODES, [], {n: 0 for n in NODES}, 'torchrun', where) is None
+
+
+def test_ranks_that_loaded_another_nccl_than_torchs_own_fail():
+    # As on the lent machine: torch's pip NCCL 2.28.9, the system's 2.28.3 on LD_LIBRARY_PATH of one node.
+    results = {node: result(node, record_line(node, rank, backend='nccl', nccl='2.28.9')) for rank, node in enumerate(NODES)}
+    results['node3'] = result('node3', record_line('node3', 2, backend='nccl', nccl='2.28.3'))
+    gpus = {n: 1 for n in NODES}
+    verdict = torchrun.judge_allreduce(results, NODES, {n: 1 for n in NODES}, gpus, MASTER, {n: '2.28.9' for n in NODES})
+    assert verdict['reasons'] == [
+        'the ranks loaded different NCCL versions: 2.28.3 on node3; 2.28.9 on node1, node2',
+        "node3's ranks loaded NCCL 2.28.3, but torch's own NCCL there is 2.28.9: another libnccl.so.2 won at run time "
+        "(LD_LIBRARY_PATH)"]
+    same = {node: result(node, record_line(node, rank, backend='nccl', nccl='2.28.9')) for rank, node in enumerate(NODES)}
+    assert torchrun.judge_allreduce(same, NODES, {n: 1 for n in NODES}, gpus, MASTER, {'node1': '2.28.9', 'node2': None})['passed']
