@@ -34,7 +34,7 @@ def nccl_tests_vars(architecture):
 @pytest.mark.parametrize("architecture", ["x86_64", "aarch64"])
 def test_mpi_and_nccl_directories_follow_the_architecture(architecture):
     templar = nccl_tests_vars(architecture)
-    assert templar.template(trust_as_template("{{ nccl_tests_mpi_home }}")) == "/usr/lib/%s-linux-gnu/openmpi" % architecture
+    assert templar.template(trust_as_template("{{ nccl_tests_mpi_prefix }}")) == "/usr/lib/%s-linux-gnu/openmpi" % architecture
     assert "/usr/lib/%s-linux-gnu" % architecture in templar.template(trust_as_template("{{ nccl_tests_nccl_dirs }}"))
 
 
