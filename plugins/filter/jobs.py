@@ -8,7 +8,7 @@ import base64
 import json
 
 from ansible_collections.trainops.cluster.plugins.module_utils import checkpoints, jobs, llamafactory
-from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_file
+from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_b64
 
 
 def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir):
@@ -36,8 +36,7 @@ def train_checkpoints(found, root, launch_env_b64):
     root = str(root).rstrip("/") + "/"
     entries = [{"path": f["path"][len(root):], "size": int(f.get("size", 0))}
                for f in (found or {}).get("files", []) if f["path"].startswith(root)]
-    world = sum(int(read_env_file(base64.b64decode(text).decode("utf-8", "replace")).get("NPROC_PER_NODE") or 1)
-                for text in dict(launch_env_b64).values() if text)
+    world = sum(int(read_env_b64(text).get("NPROC_PER_NODE") or 1) for text in dict(launch_env_b64).values() if text)
     assessment = checkpoints.assess(entries, world)
     return dict(assessment, dir=root.rstrip("/"), messages=checkpoints.messages(assessment, root.rstrip("/")))
 

@@ -4,14 +4,11 @@
 
 from __future__ import annotations
 
-import base64
-
-from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_file
+from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_b64
 
 
 def launch_world_size(nodes, counts, outside):
-    envs = {r["item"]: read_env_file(base64.b64decode(r["content"]).decode("utf-8", "replace"))
-            for r in (outside or {}).get("results", []) if "content" in r}
+    envs = {r["item"]: read_env_b64(r["content"]) for r in (outside or {}).get("results", []) if "content" in r}
     return sum(int(counts[node]) if counts.get(node) is not None else int(envs[node]["NPROC_PER_NODE"]) for node in nodes)
 
 

@@ -4,11 +4,10 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 
-from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import launch_reasons, parse_output, read_env_file
+from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import launch_reasons, parse_output, read_env_b64
 
 # The exit record's stopped_by of a part that train_action=stop ended (trainops-job's USER_STOP): not a node's name.
 USER_STOP = "train_action=stop"
@@ -32,7 +31,7 @@ def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jo
         if text is None:
             findings.append("%s: no launch environment (run site.yml --tags launch)" % node)
         else:
-            launches[node] = read_env_file(base64.b64decode(text).decode("utf-8", "replace"))
+            launches[node] = read_env_b64(text)
     findings += launch_reasons(launches, nodes, master)
     port = int(master.rsplit(":", 1)[1])
     busy = [entry for entry in (listeners.get(nodes[0]) or []) if int(entry.get("port", 0)) == port and entry.get("state") == "served"]

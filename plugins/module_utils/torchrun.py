@@ -9,6 +9,8 @@ launcher add their own lines. Every line may carry a prefix (torchrun --tee's "[
 
 from __future__ import annotations
 
+import base64
+
 import json
 import re
 
@@ -86,6 +88,11 @@ def _failure_field(failure, key, value):
             failure["signal"] = "%s (%s)" % (match.group(1), match.group(2))
     else:
         failure[key] = value
+
+
+def read_env_b64(content):
+    """read_env_file of a launch.env as M(ansible.builtin.slurp) returns it (base64)."""
+    return read_env_file(base64.b64decode(content).decode("utf-8", "replace"))
 
 
 def read_env_file(text):
