@@ -152,8 +152,14 @@ def plan(nodes, gpus, settings, expect_gpus=None, gpu_facts=None):
 
 
 def nccl_tests_argv(settings, gpus_per_process, max_bytes, json_file=None):
-    """all_reduce_perf with data checks on (-c 1): the verdict needs the wrong-value count."""
-    argv = [settings["all_reduce_perf"], "-b", str(settings["min_bytes"]), "-e", str(max_bytes), "-f", "2",
+    """all_reduce_perf with data checks on (-c 1): the verdict needs the wrong-value count.
+
+    With settings["nccl_library"] (the libnccl.so.2 the build was linked against) it runs under env(1) with that
+    library in LD_PRELOAD: nccl-tests links without an rpath, so the system's libnccl.so.2 (ldconfig) or one on
+    LD_LIBRARY_PATH would otherwise be loaded, and the test would measure another NCCL than the one built for.
+    """
+    preload = ["env", "LD_PRELOAD=" + settings["nccl_library"]] if settings.get("nccl_library") else []
+    argv = preload + [settings["all_reduce_perf"], "-b", str(settings["min_bytes"]), "-e", str(max_bytes), "-f", "2",
             "-g", str(gpus_per_process), "-c", "1", "-n", str(settings["iters"]), "-w", str(settings["warmup"])]
     if json_file:
         argv += ["-J", json_file]

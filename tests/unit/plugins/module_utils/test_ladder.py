@@ -37,6 +37,19 @@ def test_plan_gpu_cluster():
     assert steps[3]["runs"][0]["hosts"] == ["n3", "n1"]
 
 
+def test_runs_preload_the_nccl_of_the_build():
+    # As on the 1x H200: the build linked the pip NCCL, the loader found the system's (no rpath in the binaries).
+    settings = dict(SETTINGS, nccl_library="/opt/nccl-tests/build/libnccl.so.2")
+    steps = ladder.plan(["n1", "n2"], {"n1": 1, "n2": 1}, settings)
+    single = steps[0]["runs"][0]["argv"]
+    assert single[:4] == ["trainops-env", "env", "LD_PRELOAD=/opt/nccl-tests/build/libnccl.so.2", "/opt/nccl-tests/build/all_reduce_perf"]
+    across = steps[-1]["runs"][0]["argv"]
+    # After mpirun and the wrapper: only the ranks get it, not mpirun or its daemons.
+    assert across[across.index("trainops-env") + 1:across.index("trainops-env") + 4] == [
+        "env", "LD_PRELOAD=/opt/nccl-tests/build/libnccl.so.2", "/opt/nccl-tests/build/all_reduce_perf"]
+    assert "env" not in ladder.plan(["n1", "n2"], {"n1": 1, "n2": 1}, SETTINGS)[-1]["runs"][0]["argv"]
+
+
 def test_plan_two_nodes_and_one_node():
     steps = ladder.plan(["n1", "n2"], {"n1": 1, "n2": 1}, SETTINGS)
     assert [(s["rung"], s["skipped"] is None) for s in steps] == [("gpu", True), ("node", False), ("pairs", False), ("all", True)]
