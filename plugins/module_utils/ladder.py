@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import posixpath
 
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import judge_rung, link_limit_gbps
+from ansible_collections.trainops.cluster.plugins.module_utils.bandwidth import link_limit_gbps
+from ansible_collections.trainops.cluster.plugins.module_utils.rung_verdict import judge_rung
 
 RUNGS = ("network", "gpus", "gpu", "node", "pairs", "all", "cpu")
 LABELS = {
@@ -29,7 +30,7 @@ LABELS = {
     "all": "all nodes",
     "cpu": "CPU all-reduce over MPI, all nodes",
 }
-# What a rung's busbw is judged against (see nccl_tests.link_limit_gbps).
+# What a rung's busbw is judged against (see bandwidth.link_limit_gbps).
 SCOPES = {"network": None, "gpus": None, "gpu": "gpu", "node": "node", "pairs": "multi_node", "all": "multi_node", "cpu": None}
 
 
@@ -160,7 +161,7 @@ def nccl_tests_argv(settings, gpus_per_process, max_bytes, json_file=None):
     """
     preload = ["env", "LD_PRELOAD=" + settings["nccl_library"]] if settings.get("nccl_library") else []
     argv = preload + [settings["all_reduce_perf"], "-b", str(settings["min_bytes"]), "-e", str(max_bytes), "-f", "2",
-            "-g", str(gpus_per_process), "-c", "1", "-n", str(settings["iters"]), "-w", str(settings["warmup"])]
+                      "-g", str(gpus_per_process), "-c", "1", "-n", str(settings["iters"]), "-w", str(settings["warmup"])]
     if json_file:
         argv += ["-J", json_file]
     return argv
@@ -230,39 +231,28 @@ def _verdict_word(passed, not_judged):
     return "not judged" if not_judged else "PASS"
 
 
-# /proc/<pid>/status State letters, as the cleanup reports them.
-STATES = {"R": "running", "S": "sleeping", "D": "uninterruptible", "T": "stopped", "t": "traced", "Z": "zombie"}
-
-
-def parse_cleanup(lines):
-    """The verify role's cleanup of a timed-out run on one node: lines 'killed|left PID STATE COMM'.
-
-    Returns {killed: [(pid, state, comm)], left: [...]}; left is what was still there a second after SIGKILL.
-    """
-    found = {"killed": [], "left": []}
-    for line in lines or []:
-        fields = line.split(None, 3)
-        if len(fields) == 4 and fields[0] in found:
-            found[fields[0]].append((fields[1], STATES.get(fields[2], fields[2]), fields[3]))
-    return found
+def _cleaned(result):
+    """The end_run result of one node, or None where the cleanup did not look (skipped, unreachable, not run)."""
+    return result if isinstance(result, dict) and "found" in result else None
 
 
 def timeout_reasons(out, run, cleanup):
-    """What a timed-out run left on its nodes, from the cleanup's report per node (absent: not looked at)."""
+    """What a timed-out run left on its nodes, from the end_run result per node (absent: not looked at)."""
     reasons = ["timed out after %ss on %s" % (out.get("seconds"), run["leader"])]
-    seen = {host: parse_cleanup(cleanup[host]) for host in run["hosts"] if cleanup.get(host) is not None}
-    killed = ["%s %s" % (host, ", ".join("%s (%s)" % (comm, state) for _pid, state, comm in found["killed"]))
-              for host, found in seen.items() if found["killed"]]
-    clean = [host for host, found in seen.items() if not found["killed"] and not found["left"]]
+    seen = {host: _cleaned(cleanup.get(host)) for host in run["hosts"]}
+    seen = {host: result for host, result in seen.items() if result is not None}
+    ended = ["%s %s" % (host, ", ".join("%s (%s)" % (p["comm"], p["state"]) for p in result["found"]))
+             for host, result in seen.items() if result["found"]]
+    clean = [host for host, result in seen.items() if not result["found"]]
     unseen = [host for host in run["hosts"] if host not in seen]
-    if killed:
-        reasons[0] += "; still running, killed by the cleanup: " + "; ".join(killed)
+    if ended:
+        reasons[0] += "; still running, ended by the cleanup: " + "; ".join(ended)
     if clean:
         reasons[0] += "; nothing of it left on " + ", ".join(clean)
     if unseen:
         reasons[0] += "; not checked on " + ", ".join(unseen)
-    reasons += ["%s: %s (pid %s, %s) survived SIGKILL" % (host, comm, pid, state)
-                for host, found in seen.items() for pid, state, comm in found["left"]]
+    reasons += ["%s: %s (pid %s, %s) survived SIGKILL" % (host, p["comm"], p["pid"], p["state"])
+                for host, result in seen.items() for p in result.get("left") or []]
     return reasons
 
 
@@ -271,7 +261,7 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
 
     outputs: {leader: allreduce_run result, or None when the run could not start there}; gpu_facts and comm_facts:
     {host: facts}; min_fraction: busbw at the largest size must reach this fraction of the link limit; cleanup:
-    {host: the cleanup's output lines (see parse_cleanup)} for the nodes of a timed-out run that were cleaned up;
+    {host: the end_run module's result} for the nodes of a timed-out run that were cleaned up;
     min_busbw_gbps: the threshold of a run whose link limit is unknown (None: such a run is not judged).
     Returns {rung, label, wave, passed, verdict, skipped, runs: [{leader, hosts, ranks, passed, verdict, not_judged,
     reasons, busbw_gbps, pct_of_limit, limit_gbps, threshold_gbps, basis, transports, seconds, timed_out}]}.

@@ -23,7 +23,7 @@ description:
     The file holds rank 0's whole environment, so the module deletes it after reading, also when it cannot be
     parsed.
   - Never fails on a failed, aborted or timed-out run, whatever RV(rc) is. Judging the result is the controller's job
-    (C(judge_rung) in C(plugins/module_utils/nccl_tests.py)). The module fails only on bad arguments.
+    (C(judge_rung) in C(plugins/module_utils/rung_verdict.py)). The module fails only on bad arguments.
 options:
   argv:
     description:
@@ -69,22 +69,19 @@ options:
   chdir:
     description: Directory to run the command in. Defaults to the module's working directory.
     type: path
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
   check_mode:
-    support: full
-    description:
-      - The command runs in check mode too. It is a read-only measurement that changes nothing on the nodes, so
-        check mode returns the same result.
-  diff_mode:
     support: none
-    description: Nothing is changed, so there is no diff.
+    description: It launches processes (all_reduce_perf, mpirun and its ranks on other nodes), so it is skipped in check mode.
   platform:
     support: full
     platforms: posix
     description: Needs coreutils C(timeout) on the node, besides the command itself.
 notes:
   - RV(output) can be large with C(NCCL_DEBUG=INFO) on many ranks. Avoid printing the registered variable whole.
-  - C(result) has the shape of the parsers in C(plugins/module_utils/nccl_tests.py). Pass it to C(judge_rung)
+  - C(result) has the shape of the rung parsers, documented in C(plugins/module_utils/perf_text.py). Pass it to C(judge_rung)
     through the controller's filter, together with RV(debug) as the transports.
 seealso:
   - name: nccl-tests
@@ -278,12 +275,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import environment_of, run_bounded
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import (
-    parse_cpu_allreduce,
-    parse_nccl_debug,
-    parse_perf_json,
-    parse_perf_output,
-)
+from ansible_collections.trainops.cluster.plugins.module_utils.cpu_allreduce import parse_cpu_allreduce
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_debug import parse_nccl_debug
+from ansible_collections.trainops.cluster.plugins.module_utils.perf_json import parse_perf_json
+from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
 
 # The umask of a run that writes a JSON file: the file is created 0600.
 PRIVATE_UMASK = 0o077
@@ -358,7 +353,7 @@ def main():
             json_file=dict(type="path"),
             chdir=dict(type="path"),
         ),
-        supports_check_mode=True,
+        supports_check_mode=False,
     )
     params = module.params
     argv, kind, timeout, json_file, chdir = params["argv"], params["kind"], params["timeout"], params["json_file"], params["chdir"]

@@ -53,13 +53,9 @@ options:
       - When not set, C(all_reduce_perf) is looked up in E(PATH), C(/opt/trainops/nccl-tests/src/build) (where
         the role trainops.cluster.nccl_tests builds it) and C(/opt/nccl-tests/build).
     type: path
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
-  check_mode:
-    support: full
-    description: The module only reads; check mode returns the same facts.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
   platform:
     support: full
     platforms: linux

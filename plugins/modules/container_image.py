@@ -49,6 +49,8 @@ options:
     description: Seconds a pull or load may take.
     type: int
     default: 1800
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
   check_mode:
     support: full

@@ -28,6 +28,8 @@ options:
     type: list
     elements: dict
     required: true
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
   check_mode:
     support: full
@@ -35,10 +37,6 @@ attributes:
   diff_mode:
     support: full
     description: Shows the hosts file before and after.
-  platform:
-    support: full
-    platforms: posix
-    description: Any POSIX host with a hosts file.
 notes:
   - The file is replaced atomically. In containers, /etc/hosts must not be a bind mount (podman C(--no-hosts)).
 """

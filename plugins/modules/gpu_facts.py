@@ -34,20 +34,14 @@ options:
         and reported as timed out.
     type: int
     default: 20
+extends_documentation_fragment:
+  - trainops.cluster.attributes
+  - trainops.cluster.attributes.facts
 attributes:
-  check_mode:
-    support: full
-    description: Can run in check_mode and return changed status prediction without modifying target.
-  diff_mode:
-    support: none
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-  facts:
-    support: full
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
   platform:
     support: full
-    platforms: posix
-    description: Target OS/families that can be operated against.
+    platforms: linux
+    description: Runs C(nvidia-smi) where it is installed; a node without it returns no GPUs and says why.
 notes:
   - Reading the kernel log needs root (C(kernel.dmesg_restrict)) or membership of the C(adm) or C(systemd-journal)
     group; otherwise RV(ansible_facts.trainops_gpu.xid_errors) is null and

@@ -39,13 +39,12 @@ options:
     description: Seconds C(all_reduce_perf -h) may run before it is killed.
     type: int
     default: 30
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
   check_mode:
     support: full
     description: The module only reads, so it does the same in check mode, C(all_reduce_perf -h) included.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
   platform:
     support: full
     platforms: posix
@@ -146,7 +145,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import help_problem, help_supports_json
+from ansible_collections.trainops.cluster.plugins.module_utils.perf_help import help_problem, help_supports_json
 
 LIBRARY = "libnccl.so.2"
 # The stamp is a few lines; a larger file is not one the role wrote.

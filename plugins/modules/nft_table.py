@@ -37,6 +37,8 @@ options:
     description: Arm a rollback to the previous table that fires after this many seconds; 0 arms none.
     type: int
     default: 0
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
   check_mode:
     support: full

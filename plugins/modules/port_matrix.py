@@ -76,14 +76,13 @@ options:
         probe fails with C(not probed).
     type: int
     default: 64
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
   check_mode:
     support: full
     description:
       - Changes nothing persistent, so check mode runs the same probes. It still opens the temporary listeners.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
   platform:
     support: full
     platforms: posix

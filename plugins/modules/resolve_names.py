@@ -24,17 +24,8 @@ options:
     type: str
     choices: [ipv4, ipv6, any]
     default: ipv4
-attributes:
-  check_mode:
-    support: full
-    description: Read-only.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Any POSIX node.
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 """
 
 EXAMPLES = r"""

@@ -59,13 +59,9 @@ options:
         its C(MaxStartups) (10 by default), so a refused handshake (or an empty answer) is tried once more after a second.
     type: int
     default: 8
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same probes in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is no diff.
   platform:
     support: full
     platforms: posix

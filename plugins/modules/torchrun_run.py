@@ -49,17 +49,16 @@ options:
     description: More variables for the command (strings or numbers).
     type: dict
     default: {}
+extends_documentation_fragment:
+  - trainops.cluster.attributes
 attributes:
   check_mode:
     support: none
-    description: A launch starts processes on every node; the role does not run it in check mode.
-  diff_mode:
-    support: none
-    description: Nothing is changed, so there is no diff.
+    description: A launch starts processes on every node, so it is skipped in check mode.
   platform:
     support: full
-    platforms: posix
-    description: Linux (reads /proc to find the launch's processes).
+    platforms: linux
+    description: Reads C(/proc) to find the launch's processes.
 seealso:
   - name: torchrun (Elastic Launch)
     description: torchrun's options and its failure summary.
@@ -148,7 +147,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import environment_of, run_watched
 from ansible_collections.trainops.cluster.plugins.module_utils.ports import probe
 from ansible_collections.trainops.cluster.plugins.module_utils.processes import end_run, find
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import parse_nccl_debug
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_debug import parse_nccl_debug
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import parse_output, read_env_file, strip_prefixes
 
 # One connect attempt to the master; a dropped port costs this long before it is reported.

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 from pathlib import Path
 
-from ansible_collections.trainops.cluster.plugins.module_utils import gpu, ladder, nccl_tests
+from ansible_collections.trainops.cluster.plugins.module_utils import cpu_allreduce, gpu, ladder, nccl_debug, perf_text
 
 FIXTURES = Path(__file__).parents[3] / "fixtures"
 SETTINGS = {
@@ -75,7 +75,7 @@ def h200_facts():
 
 def node_output():
     text = (FIXTURES / "gpu" / "h200x2" / "all_reduce_perf.txt").read_text()
-    return {"rc": 0, "timed_out": False, "seconds": 40.0, "result": nccl_tests.parse_perf_output(text), "debug": None}
+    return {"rc": 0, "timed_out": False, "seconds": 40.0, "result": perf_text.parse_perf_output(text), "debug": None}
 
 
 def test_judge_real_h200_node_rung():
@@ -92,7 +92,7 @@ def test_judge_real_h200_node_rung():
 
 def test_judge_timeout_and_unreachable():
     step = ladder.plan(["n1", "n2", "n3"], {"n1": 0, "n2": 0, "n3": 0}, SETTINGS)[4]
-    partial = {"rc": 124, "timed_out": True, "seconds": 60.2, "result": nccl_tests.parse_cpu_allreduce(""), "debug": None}
+    partial = {"rc": 124, "timed_out": True, "seconds": 60.2, "result": cpu_allreduce.parse_cpu_allreduce(""), "debug": None}
     verdict = ladder.judge_step(step, {"n1": partial}, {}, {}, 0.5)
     reasons = verdict["runs"][0]["reasons"]
     assert not verdict["passed"] and reasons[0] == "timed out after 60.2s on n1; not checked on n1, n2, n3"
@@ -102,14 +102,17 @@ def test_judge_timeout_and_unreachable():
 
 def test_judge_timeout_says_what_the_cleanup_found_on_each_node():
     step = ladder.plan(["n1", "n2", "n3"], {"n1": 0, "n2": 0, "n3": 0}, SETTINGS)[4]
-    partial = {"rc": 124, "timed_out": True, "seconds": 32.1, "result": nccl_tests.parse_cpu_allreduce(""), "debug": None}
-    # As the role's cleanup reports: n3's rank was stopped (SIGSTOP) and had to be killed, n1 was already clean,
-    # n2 did not answer (no lines at all).
-    cleanup = {"n1": [], "n2": None, "n3": ["killed 4242 T python3", "killed 4250 S orted"]}
+    partial = {"rc": 124, "timed_out": True, "seconds": 32.1, "result": cpu_allreduce.parse_cpu_allreduce(""), "debug": None}
+    # As end_run reports: n3's rank was stopped (SIGSTOP) and needed SIGKILL, n1 was already clean, n2 did not
+    # answer (its registered result is an unreachable one, without "found").
+    nothing = {"found": [], "killed": [], "left": []}
+    python3, orted = {"pid": 4242, "state": "stopped", "comm": "python3"}, {"pid": 4250, "state": "sleeping", "comm": "orted"}
+    cleanup = {"n1": nothing, "n2": {"unreachable": True}, "n3": {"found": [python3, orted], "killed": [python3], "left": []}}
     reasons = ladder.judge_step(step, {"n1": partial}, {}, {}, 0.5, cleanup)["runs"][0]["reasons"]
-    assert reasons[0] == ("timed out after 32.1s on n1; still running, killed by the cleanup: n3 python3 (stopped), orted (sleeping); "
+    assert reasons[0] == ("timed out after 32.1s on n1; still running, ended by the cleanup: n3 python3 (stopped), orted (sleeping); "
                           "nothing of it left on n1; not checked on n2")
-    stuck = dict(cleanup, n2=["killed 77 D all_reduce_perf", "left 77 D all_reduce_perf", "garbage"])
+    perf = {"pid": 77, "state": "uninterruptible", "comm": "all_reduce_perf"}
+    stuck = dict(cleanup, n2={"found": [perf], "killed": [perf], "left": [perf]})
     reasons = ladder.judge_step(step, {"n1": partial}, {}, {}, 0.5, stuck)["runs"][0]["reasons"]
     assert "n2 all_reduce_perf (uninterruptible)" in reasons[0]
     assert "n2: all_reduce_perf (pid 77, uninterruptible) survived SIGKILL" in reasons
@@ -145,8 +148,8 @@ def four_nodes_output(name, seconds, as_recorded=False):
     text = (FIXTURES / "gpu" / "h200x2-nodes" / name).read_text()
     if not as_recorded:  # that run loaded another NCCL than it was built with; here, as a matching build prints it
         text = text.replace("nccl-headers=22809 nccl-library=22803", "nccl-headers=22803 nccl-library=22803")
-    return {"rc": 0, "timed_out": False, "seconds": seconds, "result": nccl_tests.parse_perf_output(text),
-            "debug": nccl_tests.parse_nccl_debug(text)}
+    return {"rc": 0, "timed_out": False, "seconds": seconds, "result": perf_text.parse_perf_output(text),
+            "debug": nccl_debug.parse_nccl_debug(text)}
 
 
 # Comm facts as on those nodes: train0 is a veth, which has no speed, and no InfiniBand.
@@ -213,7 +216,7 @@ def one_gpu_output():
     """The recorded node run as one rank would print it (rank 1's device line dropped): a run of the one-GPU rung."""
     text = (FIXTURES / "gpu" / "h200x2" / "all_reduce_perf.txt").read_text()
     text = "".join(line for line in text.splitlines(True) if "Rank  1 " not in line)
-    return {"rc": 0, "timed_out": False, "seconds": 3.0, "result": nccl_tests.parse_perf_output(text), "debug": None}
+    return {"rc": 0, "timed_out": False, "seconds": 3.0, "result": perf_text.parse_perf_output(text), "debug": None}
 
 
 def test_one_gpu_rung_is_not_judged():
@@ -271,7 +274,7 @@ def test_cpu_rung_stays_pass():
     nodes = ["node1", "node2", "node3"]
     step = ladder.plan(nodes, dict.fromkeys(nodes, 0), SETTINGS)[4]
     text = (FIXTURES / "nccl_tests" / "cpu_allreduce_3ranks.txt").read_text()
-    out = {"rc": 0, "timed_out": False, "seconds": 2.0, "result": nccl_tests.parse_cpu_allreduce(text), "debug": None}
+    out = {"rc": 0, "timed_out": False, "seconds": 2.0, "result": cpu_allreduce.parse_cpu_allreduce(text), "debug": None}
     verdict = ladder.judge_step(step, {"node1": out}, {}, {}, 0.5, min_busbw_gbps=1000.0)
     assert verdict["verdict"] == "PASS" and verdict["runs"][0]["not_judged"] is None, verdict["runs"][0]["reasons"]
 

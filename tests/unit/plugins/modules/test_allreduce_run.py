@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests import parse_perf_json, parse_perf_output
+from ansible_collections.trainops.cluster.plugins.module_utils.perf_json import parse_perf_json
+from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
 from ansible_collections.trainops.cluster.plugins.modules import allreduce_run
 import helpers.modules
 
@@ -95,12 +96,18 @@ def test_failed_run_is_reported_not_failed(tmp_path, capsys):
     assert any(proc['rank'] == 3 and proc['signal'] == 9 for proc in parsed['failed_processes'])
 
 
-def test_environment_reaches_the_command_and_check_mode_runs_it(tmp_path, capsys):
+def test_environment_reaches_the_command(tmp_path, capsys):
     fake = script(tmp_path / 'show', 'echo "NCCL_DEBUG=$NCCL_DEBUG NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"')
-    result = ran(run_module(capsys, argv=[fake], environment={'NCCL_DEBUG': 'INFO', 'NCCL_NVLS_ENABLE': 0},
-                            _ansible_check_mode=True))
+    result = ran(run_module(capsys, argv=[fake], environment={'NCCL_DEBUG': 'INFO', 'NCCL_NVLS_ENABLE': 0}))
     assert result['output'] == 'NCCL_DEBUG=INFO NCCL_NVLS_ENABLE=0\n'
     assert result['result']['rows'] == [] and result['result']['complete'] is False
+
+
+def test_check_mode_launches_nothing(tmp_path, capsys):
+    marker = tmp_path / 'ran'
+    fake = script(tmp_path / 'all_reduce_perf', 'touch %s' % marker)
+    result = run_module(capsys, argv=[fake], _ansible_check_mode=True)
+    assert result['skipped'] and not marker.exists()
 
 
 def test_timeout_kills_the_run_and_keeps_the_partial_output(tmp_path, capsys):
