@@ -7,8 +7,8 @@ from __future__ import annotations
 from ansible_collections.trainops.cluster.plugins.module_utils import authorized_keys, inventory, mesh, reachability
 
 
-def by_node(nodes, hostvars, path):
-    return inventory.by_node(list(nodes), hostvars, path)
+def by_node(nodes, hostvars, path, default=None):
+    return inventory.by_node(list(nodes), hostvars, path, default)
 
 
 def cluster_stale_keys(authorized, pubkey):

@@ -1,16 +1,20 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The doctor's verdict; documentation lives in doctor_report.yml next to this file."""
+"""The doctor's filters; documentation lives in the <filter name>.yml files next to this one."""
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import doctor
+from ansible_collections.trainops.cluster.plugins.module_utils import df, doctor
 
 
 def doctor_report(data):
     return doctor.run_all(dict(data))
 
 
+def df_usage(text):
+    return df.usage(text)
+
+
 class FilterModule:
     def filters(self):
-        return {"doctor_report": doctor_report}
+        return {"doctor_report": doctor_report, "df_usage": df_usage}

@@ -19,6 +19,10 @@ CLUSTER_WIDE = ("cluster_network", "cluster_master_port", "cluster_user_name", "
 PORT_RANGES = ("cluster_nccl_port_range", "cluster_mpi_btl_ports", "cluster_mpi_oob_ports")
 
 
+# Where by_node found no value (None is a value).
+_MISSING = object()
+
+
 def _port_range(value):
     """'lo-hi' -> (lo, hi) within 1024-65535, else None."""
     try:
@@ -234,20 +238,20 @@ def _nfs_errors(host, nfs):
     return errors
 
 
-def by_node(nodes, hostvars, path):
-    """{node: hostvars[node][path...]} for each node, None where the value is not there.
+def by_node(nodes, hostvars, path, default=None):
+    """{node: hostvars[node][path...]} for each node, default where the value is not there.
 
     path: a variable name, or a list of keys into it (["ansible_facts", "trainops_gpu", "gpu_count"]). Replaces the
-    zip/extract idiom, which needs a default per level and reads as a riddle.
+    zip/extract idiom, which needs a default per level and reads as a riddle. A value that is there but null stays null.
     """
     keys = [path] if isinstance(path, str) else list(path)
     found = {}
     for node in nodes:
-        value = hostvars[node] if node in hostvars else None
+        value = hostvars[node] if node in hostvars else _MISSING
         for key in keys:
             try:
-                value = value[key] if value is not None else None
+                value = value[key] if value is not _MISSING and value is not None else _MISSING
             except (KeyError, TypeError, IndexError):
-                value = None
-        found[node] = value
+                value = _MISSING
+        found[node] = default if value is _MISSING else value
     return found

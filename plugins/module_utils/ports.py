@@ -250,3 +250,17 @@ def reconcile(results_by_source, listeners_by_node):
                               note="refused: %s:%s was held by closing connections, but the path is open" % (result["target"], result["via"]))
             out[source].append(result)
     return out
+
+
+def listener_notes(listeners_by_node):
+    """What each node could not listen on, in node order: "node2:29500 busy: ..." or "... (another program holds it;
+    that program answered the probes)". A listener in state listening is the normal case and says nothing."""
+    notes = []
+    for node, listeners in listeners_by_node.items():
+        for listener in listeners or []:
+            if listener.get("state") == "listening":
+                continue
+            error = listener.get("error")
+            why = ": " + error if error else " (another program holds it; that program answered the probes)"
+            notes.append("%s:%s %s%s" % (node, listener.get("port"), listener.get("state"), why))
+    return notes

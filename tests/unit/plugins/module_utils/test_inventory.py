@@ -169,6 +169,11 @@ def test_by_node_reads_a_path_and_gives_none_where_it_is_missing():
     assert by_node(["n1"], hostvars, "facts") == {"n1": {"gpu": {"count": 8}}}
 
 
+def test_by_node_gives_the_default_where_the_path_leads_nowhere_and_keeps_a_null():
+    hostvars = {"n1": {"probe": {"results": None}}, "n2": {"probe": {}}, "n3": {"probe": None}}
+    assert by_node(["n1", "n2", "n3", "n4"], hostvars, ["probe", "results"], []) == {"n1": None, "n2": [], "n3": [], "n4": []}
+
+
 def test_a_read_only_port_range_that_differs_is_named_with_the_setting_that_avoids_it():
     read_only = {"writable": False, "live": "32768\t60999", "wanted": "50000-59999"}
     assert node_errors(state(port_range=read_only)) == [

@@ -369,3 +369,15 @@ def test_reconcile_refusals_from_a_busy_port():
     assert [r["ok"] for r in out["node1"]] == [True, False, False]
     assert out["node1"][0]["note"] == "refused: node2:52000 was held by closing connections, but the path is open"
     assert out["node3"] is None
+
+
+def test_listener_notes_name_what_a_node_could_not_listen_on_in_node_order():
+    listeners = {
+        "node1": [{"port": 22, "state": "served", "error": None}, {"port": 29500, "state": "listening", "error": None}],
+        "node2": [],
+        "node3": [{"port": 80, "state": "failed", "error": "cannot listen on 10.72.0.13:80: permission denied"}],
+    }
+    assert ports.listener_notes(listeners) == [
+        "node1:22 served (another program holds it; that program answered the probes)",
+        "node3:80 failed: cannot listen on 10.72.0.13:80: permission denied"]
+    assert ports.listener_notes({"node1": None}) == []
