@@ -62,8 +62,8 @@ def test_a_duplicated_node_rank_is_named(node, assert_nothing_left):
     env = "/etc/trainops/launch.env"
     node("node3").check_output("sed -i 's/^NODE_RANK=2$/NODE_RANK=0/' %s", env)
     try:
-        # launch_done: use the launch environments as they are (the launch role would repair node3's).
-        run = playbook("verify.yml", *RUNG, "-e", "launch_done=true")
+        # launch_result given: use the launch environments as they are (the launch role would repair node3's).
+        run = playbook("verify.yml", *RUNG, "-e", "launch_result={}")
     finally:
         node("node3").check_output("sed -i 's/^NODE_RANK=0$/NODE_RANK=2/' %s", env)
     assert run.returncode != 0
