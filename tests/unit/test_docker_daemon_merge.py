@@ -4,25 +4,19 @@
 
 import base64
 import json
-from pathlib import Path
 
-import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from helpers.roles import render, role_vars
 
-VARS = Path(__file__).resolve().parents[2] / "roles" / "container_runtime" / "vars" / "main.yml"
 ADMIN = {"data-root": "/data/docker", "default-runtime": "runc", "live-restore": True, "log-opts": {"max-size": "100m"},
          "insecure-registries": ["mirror.local:5000"]}
 
 
 def merged(current, registries, nvidia):
-    variables = {name: trust_as_template(value) for name, value in yaml.safe_load(VARS.read_text()).items()}
+    variables = role_vars("container_runtime", parts=("vars",))
     variables.update(container_runtime_insecure_registries=registries, container_runtime_nvidia_ready=nvidia,
                      container_runtime_daemon_file={"content": base64.b64encode(json.dumps(current).encode()).decode()}
                      if current is not None else {"failed": True})
-    templar = Templar(loader=DataLoader(), variables=variables)
-    return (templar.template(trust_as_template("{{ container_runtime_daemon_merged }}")),
-            templar.template(trust_as_template("{{ container_runtime_daemon_current }}")))
+    return render(variables, "{{ container_runtime_daemon_merged }}"), render(variables, "{{ container_runtime_daemon_current }}")
 
 
 def test_the_administrators_keys_stay_and_ours_are_added():
