@@ -18,7 +18,7 @@ from __future__ import annotations
 import posixpath
 
 from ansible_collections.trainops.cluster.plugins.module_utils.bandwidth import link_limit_gbps
-from ansible_collections.trainops.cluster.plugins.module_utils.rung_verdict import judge_rung
+from ansible_collections.trainops.cluster.plugins.module_utils.rung_verdict import busbw_curve, judge_rung
 
 RUNGS = ("network", "gpus", "gpu", "node", "pairs", "all", "cpu")
 LABELS = {
@@ -264,7 +264,7 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
     {host: the end_run module's result} for the nodes of a timed-out run that were cleaned up;
     min_busbw_gbps: the threshold of a run whose link limit is unknown (None: such a run is not judged).
     Returns {rung, label, wave, passed, verdict, skipped, runs: [{leader, hosts, ranks, passed, verdict, not_judged,
-    reasons, busbw_gbps, pct_of_limit, limit_gbps, threshold_gbps, basis, transports, seconds, timed_out}]}.
+    reasons, busbw_gbps, pct_of_limit, limit_gbps, threshold_gbps, basis, transports, seconds, timed_out, curve}]}.
     passed: no run failed (None for a skipped step, which has no runs); verdict: PASS, FAIL, "not judged" or
     "skipped", the step's being the worst of its runs'; not_judged: why a run that passed had no bandwidth
     threshold, else None.
@@ -284,7 +284,7 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
                  "basis": (limit or {}).get("basis"), "seconds": None, "timed_out": False, "not_judged": None}
         if out is None:
             entry.update(passed=False, reasons=["%s: the run could not start (node unreachable or setup failed)" % run["leader"]],
-                         busbw_gbps=None, pct_of_limit=None, transports=None)
+                         busbw_gbps=None, pct_of_limit=None, transports=None, curve=[])
         else:
             threshold, basis, not_judged = _threshold(run, scope, limit, min_fraction, min_busbw_gbps, comm_facts)
             judged = judge_rung(out["result"], run["ranks"], run["hosts"], min_busbw_gbps=threshold, ib_present=ib_hosts,
@@ -296,7 +296,8 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
                 reasons.append("%s exited with %s" % (run["argv"][0], out.get("rc")))
             entry.update(passed=not reasons, reasons=reasons, busbw_gbps=judged["busbw_gbps"], pct_of_limit=judged["pct_of_limit"],
                          threshold_gbps=judged["threshold_gbps"], transports=judged["transports"], seconds=out.get("seconds"),
-                         timed_out=bool(out.get("timed_out")), basis=basis, not_judged=None if reasons else not_judged)
+                         timed_out=bool(out.get("timed_out")), basis=basis, not_judged=None if reasons else not_judged,
+                         curve=busbw_curve(out["result"].get("rows")))
         entry["verdict"] = _verdict_word(entry["passed"], entry["not_judged"])
         verdict["runs"].append(entry)
     words = [run["verdict"] for run in verdict["runs"]]

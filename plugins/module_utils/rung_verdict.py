@@ -98,6 +98,16 @@ def _failure_reasons(result):
     return reasons
 
 
+def busbw_curve(rows):
+    """[[size, best busbw of in-place and out-of-place]] in size order: the run's bandwidth curve, for the report page."""
+    best = {}
+    for row in rows or []:
+        values = [side['busbw'] for side in (row['out_of_place'], row['in_place']) if side is not None and side['busbw'] is not None]
+        if values:
+            best[row['size']] = max(values + ([best[row['size']]] if row['size'] in best else []))
+    return [[size, best[size]] for size in sorted(best)]
+
+
 def _largest(rows):
     """-> (size, best busbw over both halves of the rows of that size) of the largest size measured."""
     if not rows:

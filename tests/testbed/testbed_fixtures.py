@@ -7,8 +7,10 @@ nodes are in its .state directory (written by tests/testbed/up.yml).
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,33 @@ def playbook(name, *args, timeout=600):
     """Run playbooks/<name> of this checkout against the scenario's cluster; returns the CompletedProcess."""
     return subprocess.run([tool("ansible-playbook"), "-i", str(INVENTORY), str(PROJECT / "playbooks" / name)] + list(args),
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+class Run:
+    """A playbook run through ansible-runner: rc, the output text, and per-host counts from its events."""
+
+    def __init__(self, runner):
+        self.rc = runner.rc
+        self.stdout = runner.stdout.read()
+        # {"ok": {host: n}, "changed": {...}, "failures": {...}, "dark": {...}, "skipped": {...}, ...}
+        self.stats = runner.stats or {}
+
+    def changed(self, host):
+        return self.stats.get("changed", {}).get(host, 0)
+
+
+def playbook_run(name, *args, timeout=600):
+    """Run playbooks/<name> through ansible-runner, for a test that needs per-host results (changed counts, say) from
+    the run's events rather than from its text."""
+    import ansible_runner  # only the tests that use it need it
+
+    # The inventory goes on the command line: given as inventory=, runner would copy hosts.yml without its group_vars.
+    path = os.pathsep.join([str(Path(tool("ansible-playbook")).parent), os.environ.get("PATH", "")])
+    with tempfile.TemporaryDirectory(prefix="trainops-runner-") as private:
+        runner = ansible_runner.run(private_data_dir=private, playbook=str(PROJECT / "playbooks" / name),
+                                    cmdline=shlex.join(["-i", str(INVENTORY)] + list(args)), quiet=True, timeout=timeout,
+                                    envvars={"PATH": path, "ANSIBLE_NOCOLOR": "1"})
+        return Run(runner)
 
 
 INV = ansible_inventory()

@@ -11,7 +11,7 @@ from ansible_collections.trainops.cluster.plugins.module_utils.bandwidth import 
 from ansible_collections.trainops.cluster.plugins.module_utils.cpu_allreduce import parse_cpu_allreduce
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_debug import parse_nccl_debug
 from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
-from ansible_collections.trainops.cluster.plugins.module_utils.rung_verdict import judge_rung
+from ansible_collections.trainops.cluster.plugins.module_utils.rung_verdict import busbw_curve, judge_rung
 from helpers.nccl_fixtures import H200_NVLINK, last_row, real, variant
 
 
@@ -130,3 +130,12 @@ def test_judge_cpu_rung():
                        'limit_gbps': None, 'pct_of_limit': None, 'transports': None}
     assert judge_rung(result, 4, ['node1', 'node2', 'node3', 'node4'], min_busbw_gbps=0.5)['reasons'] == [
         'rank 3 (node4) missing', 'host node4 missing: no rank ran there', 'busbw 0.1 GB/s < threshold 0.5 GB/s']
+
+
+def test_the_curve_takes_the_better_half_of_each_size_in_size_order():
+    result = parse_perf_output(real('all_reduce_perf.txt'))
+    curve = busbw_curve(result['rows'])
+    assert [size for size, _busbw in curve] == sorted(row['size'] for row in result['rows'])
+    largest = max(result['rows'], key=lambda row: row['size'])
+    assert curve[-1][1] == max(largest['out_of_place']['busbw'], largest['in_place']['busbw'])
+    assert busbw_curve([]) == [] and busbw_curve(None) == []

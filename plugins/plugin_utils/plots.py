@@ -1,0 +1,139 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The report page's plots, drawn with matplotlib on the controller as SVG to embed in the page.
+
+Deterministic output (no date, a fixed id salt), so a plot is kept in a cache by its data: a page built again from
+reports whose curves did not change (the doctor's, say) draws nothing and does not even import matplotlib (1 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+
+# Colours the page's browser test looks for: a measured line, the link's limit.
+BUSBW = "#1f6feb"
+LIMIT = "#bf8700"
+LOSS = "#8250df"
+MAX_NAMED = 8
+RC = {"svg.hashsalt": "trainops", "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+
+
+def available():
+    """None when plots can be drawn, else why not."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return "matplotlib is not installed on the controller (pip install -r requirements.txt)"
+    return None
+
+
+class Cache:
+    """SVGs by a hash of what they show, in one directory; prune() removes those this build did not use."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.used = set()
+
+    def get(self, data, draw):
+        name = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32] + ".svg"
+        self.used.add(name)
+        path = os.path.join(self.directory, name)
+        try:
+            with open(path) as handle:
+                return handle.read()
+        except FileNotFoundError:
+            pass
+        svg = draw()
+        os.makedirs(self.directory, exist_ok=True)
+        with open(path + ".tmp", "w") as handle:
+            handle.write(svg)
+        os.replace(path + ".tmp", path)
+        return svg
+
+    def prune(self):
+        for name in os.listdir(self.directory) if os.path.isdir(self.directory) else []:
+            if name.endswith(".svg") and name not in self.used:
+                os.remove(os.path.join(self.directory, name))
+
+
+def _figure(height):
+    from matplotlib.figure import Figure  # imported only when a plot is drawn (1 s)
+
+    return Figure(figsize=(6.4, height))
+
+
+def _svg(figure):
+    out = io.StringIO()
+    figure.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    # Embedded in HTML: the XML declaration and DOCTYPE would be text there.
+    return re.sub(r"^.*?(<svg\b)", r"\1", out.getvalue(), count=1, flags=re.S)
+
+
+def _size_label(value, _position):
+    for unit, scale in (("G", 2 ** 30), ("M", 2 ** 20), ("K", 2 ** 10)):
+        if value >= scale:
+            return "%g%s" % (value / scale, unit)
+    return "%g" % value
+
+
+def _draw_busbw(series, limit_gbps):
+    from matplotlib import rc_context
+    from matplotlib.ticker import FuncFormatter
+
+    with rc_context(RC):
+        figure = _figure(2.8)
+        axes = figure.subplots()
+        # One line per run; past a handful the legend would hide the plot, so the runs go unnamed.
+        named = len(series) <= MAX_NAMED
+        for index, (name, points) in enumerate(series):
+            sizes, values = zip(*points)
+            axes.plot(sizes, values, marker="o", markersize=3, linewidth=1.6, label=name if named else None,
+                      color=BUSBW if index == 0 or not named else None, alpha=1 if named else 0.5)
+        if limit_gbps:
+            axes.axhline(limit_gbps, color=LIMIT, linestyle="--", linewidth=1.4, label="link limit %.4g GB/s" % limit_gbps)
+        axes.set_xscale("log", base=2)
+        axes.xaxis.set_major_formatter(FuncFormatter(_size_label))
+        axes.set_xlabel("message size (bytes)")
+        axes.set_ylabel("busbw (GB/s)")
+        axes.set_ylim(bottom=0)
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="upper left", fontsize=8, frameon=False)
+        return _svg(figure)
+
+
+def _draw_loss(points, resumed_at):
+    from matplotlib import rc_context
+
+    with rc_context(RC):
+        figure = _figure(2.6)
+        axes = figure.subplots()
+        steps, values = zip(*points)
+        axes.plot(steps, values, color=LOSS, linewidth=1.6, label="loss")
+        if resumed_at:
+            axes.axvline(resumed_at, color=LIMIT, linestyle="--", linewidth=1.2, label="resumed at step %d" % resumed_at)
+        axes.set_xlabel("step")
+        axes.set_ylabel("loss")
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="upper right", fontsize=8, frameon=False)
+        return _svg(figure)
+
+
+def busbw(cache, series, limit_gbps=None):
+    """busbw (GB/s) against message size (bytes, log scale) for each run of a rung, and the link's limit when known.
+
+    series: [(name, [[size, busbw_gbps]])]. Returns the SVG text, or None without a point or without matplotlib.
+    """
+    series = [(name, points) for name, points in series if points]
+    if not series or available():
+        return None
+    return cache.get(["busbw", series, limit_gbps], lambda: _draw_busbw(series, limit_gbps))
+
+
+def loss(cache, points, resumed_at=None):
+    """Training loss by step; a vertical line where the run resumed from its checkpoint. None without points."""
+    if not points or available():
+        return None
+    return cache.get(["loss", points, resumed_at], lambda: _draw_loss(points, resumed_at))

@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build the cluster report page: read the stages' JSON reports, judge (module_utils/cluster_page.py), draw
+(plots.py), and render the role report_page's Jinja2 template into one self-contained HTML file."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from ansible_collections.trainops.cluster.plugins.module_utils import cluster_page
+from ansible_collections.trainops.cluster.plugins.plugin_utils import plots
+
+
+def read_reports(reports_dir):
+    """({stage: parsed report or None}, {stage: when written, UTC}, [problems]) for the stages of cluster_page.STAGES."""
+    reports, made, problems = {}, {}, []
+    for key, name, _title in cluster_page.STAGES:
+        path = os.path.join(reports_dir, name)
+        reports[key] = None
+        try:
+            with open(path) as handle:
+                reports[key] = json.load(handle)
+            stamp = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.timezone.utc)
+            made[key] = stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as error:
+            problems.append("%s could not be read: %s" % (name, error))
+    return reports, made, problems
+
+
+def draw(model, cache):
+    """The SVG plots of the page: {"rungs": [svg or None per ladder rung], "loss": svg or None}."""
+    rungs = []
+    for rung in model["ladder"] or []:
+        limits = [run["limit_gbps"] for run in rung["runs"] if run["limit_gbps"]]
+        rungs.append(plots.busbw(cache, [(run["name"], run["curve"]) for run in rung["runs"]], min(limits) if limits else None))
+    training = next((v for v in model["torchrun"] or [] if v.get("rung") == "train"), None)
+    loss = plots.loss(cache, training.get("losses"), training.get("resumed_at")) if training else None
+    return {"rungs": rungs, "loss": loss}
+
+
+def build(reports_dir, template, title, now=None):
+    """The page's HTML and its model's verdict. template: the path of the page's Jinja2 template. The plots are kept
+    in reports_dir/.plots between builds (plots.Cache)."""
+    reports, made, problems = read_reports(reports_dir)
+    model = cluster_page.page(reports, made)
+    cache = plots.Cache(os.path.join(reports_dir, ".plots"))
+    drawn = draw(model, cache)
+    cache.prune()
+    environment = Environment(loader=FileSystemLoader(os.path.dirname(template)), autoescape=select_autoescape(default=True),
+                              undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    html = environment.get_template(os.path.basename(template)).render(
+        title=title, model=model, plots=drawn, problems=problems, plots_missing=plots.available(),
+        built=(now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC"))
+    return html, model["verdict"]

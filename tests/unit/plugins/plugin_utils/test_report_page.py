@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The report page built from molecule runs' reports: self-contained, escaped, with its plots; and its cost."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+from ansible_collections.trainops.cluster.plugins.plugin_utils import plots, report_page
+
+ROOT = Path(__file__).resolve().parents[4]
+REPORTS = ROOT / "tests" / "fixtures" / "reports"
+TEMPLATE = str(ROOT / "roles" / "report_page" / "templates" / "index.html.j2")
+
+
+def with_curve(tmp_path, run="train"):
+    """The run's reports, its CPU rung given a bandwidth curve and a limit as the current ladder writes them."""
+    for path in (REPORTS / run).iterdir():
+        shutil.copy(path, tmp_path / path.name)
+    verify = json.loads((tmp_path / "verify.json").read_text())
+    verify[-1]["runs"][0].update(curve=[[2 ** i, min(0.4, 2 ** i / 2e7)] for i in range(3, 23)], limit_gbps=1.25)
+    (tmp_path / "verify.json").write_text(json.dumps(verify))
+    return tmp_path
+
+
+def test_the_page_is_self_contained_and_shows_the_plots(tmp_path):
+    html, verdict = report_page.build(str(with_curve(tmp_path)), TEMPLATE, "train")
+    assert verdict["status"] == "PASS"
+    assert re.search(r"<h1>train: PASS</h1>", html)
+    # Two plots: the CPU rung's busbw with the link limit, and the training loss; nothing fetched from anywhere.
+    assert html.count("<svg") == 2 and plots.BUSBW in html and plots.LIMIT in html and plots.LOSS in html
+    assert "link limit 1.25 GB/s" in html and "resumed at step 30" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html) and "<script" not in html
+
+
+def test_text_from_the_nodes_is_escaped(tmp_path):
+    reports = with_curve(tmp_path)
+    mesh = json.loads((reports / "ssh_mesh.json").read_text())
+    mesh.update(ok=False, failures=[{"from": "node1", "to": "node2", "via": "name", "error": "<script>alert(1)</script>"}],
+                messages=["node1 -> node2 (name): <script>alert(1)</script>"])
+    (reports / "ssh_mesh.json").write_text(json.dumps(mesh))
+    html, verdict = report_page.build(str(reports), TEMPLATE, "train")
+    assert verdict["status"] == "FAIL" and "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_report_that_cannot_be_read_is_named(tmp_path):
+    reports = with_curve(tmp_path)
+    (reports / "drift.json").write_text("{not json")
+    html, _verdict = report_page.build(str(reports), TEMPLATE, "train")
+    assert "drift.json could not be read" in html
+
+
+def synthetic(tmp_path, nodes):
+    """Reports of a cluster of `nodes` 8-GPU nodes, every stage passing, every rung with a curve."""
+    names = ["gpu%02d" % n for n in range(1, nodes + 1)]
+    matrix = {"ok": True, "failures": [], "messages": [], "probes": nodes * (nodes - 1), "local": 0,
+              "headers": ["from \\ to"] + names, "rows": [[a] + ["-" if a == b else "ok" for b in names] for a in names]}
+    curve = [[2 ** i, min(360.0, 2 ** i / 2e7)] for i in range(3, 34)]
+    run = {"leader": names[0], "hosts": names, "passed": True, "verdict": "PASS", "busbw_gbps": 360.0, "limit_gbps": 478.1,
+           "curve": curve, "reasons": []}
+    verify = [{"label": label, "rung": label, "passed": True, "verdict": "PASS", "skipped": None,
+               "runs": [dict(run, leader=name, hosts=[name]) for name in names] if per_node else [run]}
+              for label, per_node in (("one GPU on each node", True), ("all GPUs of each node", True), ("all nodes", False))]
+    drift_rows = [{"key": "key%d" % k, "consistent": True, "status": "ok", "odd_hosts": [], "values": {n: "v" for n in names},
+                   "groups": [{"hosts": names, "value": "v"}]} for k in range(30)]
+    for name, data in (("ssh_mesh.json", matrix), ("port_matrix.json", matrix), ("verify.json", verify),
+                       ("drift.json", {"hosts": names, "keys": [], "rows": drift_rows, "failed": False, "errors": [], "warnings": []})):
+        (tmp_path / name).write_text(json.dumps(data))
+    return tmp_path
+
+
+def test_building_the_page_takes_under_two_seconds_at_3_and_24_nodes(tmp_path, capsys):
+    seconds = {}
+    for nodes in (3, 24):
+        (tmp_path / str(nodes)).mkdir()
+        reports = synthetic(tmp_path / str(nodes), nodes)
+        start = time.monotonic()
+        html, verdict = report_page.build(str(reports), TEMPLATE, "bench")
+        seconds[nodes] = time.monotonic() - start
+        assert verdict["status"] == "PASS" and html.count("<svg") == 3
+    with capsys.disabled():
+        print("\nreport page, plots drawn anew: %.2f s at 3 nodes, %.2f s at 24 nodes" % (seconds[3], seconds[24]))
+    assert max(seconds.values()) < 2
+
+
+def test_a_rebuild_from_the_same_curves_draws_nothing_and_old_plots_are_pruned(tmp_path, monkeypatch):
+    reports = with_curve(tmp_path)
+    first, _verdict = report_page.build(str(reports), TEMPLATE, "train")
+    assert len(list((reports / ".plots").iterdir())) == 2
+
+    def no_drawing(*_args):
+        raise AssertionError("drawn again")
+
+    monkeypatch.setattr(plots, "_draw_busbw", no_drawing)
+    monkeypatch.setattr(plots, "_draw_loss", no_drawing)
+    again, _verdict = report_page.build(str(reports), TEMPLATE, "train")
+    assert again.count("<svg") == 2 and re.sub(r"Built [^<]* from", "", again) == re.sub(r"Built [^<]* from", "", first)
+    (reports / "torchrun.json").unlink()
+    report_page.build(str(reports), TEMPLATE, "train")
+    assert len(list((reports / ".plots").iterdir())) == 1
