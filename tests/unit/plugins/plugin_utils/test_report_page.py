@@ -10,6 +10,8 @@ import shutil
 import time
 from pathlib import Path
 
+from ansible_collections.trainops.cluster.plugins.module_utils import gpu, ladder
+from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
 from ansible_collections.trainops.cluster.plugins.plugin_utils import plots, report_page
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -102,3 +104,21 @@ def test_a_rebuild_from_the_same_curves_draws_nothing_and_old_plots_are_pruned(t
     (reports / "torchrun.json").unlink()
     report_page.build(str(reports), TEMPLATE, "train")
     assert len(list((reports / ".plots").iterdir())) == 1
+
+
+def test_the_real_h200_ladder_is_drawn_against_its_nvlink_limit(tmp_path):
+    # The ladder's verdict of the recorded 2x H200 run (tests/fixtures/gpu/h200x2), as verify.json holds it.
+    h200 = ROOT / "tests" / "fixtures" / "gpu" / "h200x2"
+    facts = gpu.gather(smi_xml=(h200 / "nvidia-smi-q.xml").read_text(), query_csv=(h200 / "query-gpu.csv").read_text(),
+                       nvlink=(h200 / "nvlink-s.txt").read_text())
+    output = {"rc": 0, "timed_out": False, "seconds": 40.0, "result": parse_perf_output((h200 / "all_reduce_perf.txt").read_text()),
+              "debug": None}
+    settings = {"all_reduce_perf": "all_reduce_perf", "mpirun": "mpirun", "env_wrapper": "trainops-env", "python": "python3",
+                "cpu_program": "cpu_allreduce.py", "min_bytes": 8, "max_bytes": "8G", "gpu_max_bytes": "128M", "iters": 20,
+                "warmup": 5, "json_dir": None}
+    step = ladder.plan(["vm"], {"vm": 2}, settings)[1]
+    verdict = ladder.judge_step(step, {"vm": output}, {"vm": facts}, {"vm": {}}, 0.5)
+    (tmp_path / "verify.json").write_text(json.dumps([verdict]))
+    html, page_verdict = report_page.build(str(tmp_path), TEMPLATE, "h200x2")
+    assert page_verdict["status"] == "PASS" and html.count("<svg") == 1
+    assert "link limit 478.1 GB/s" in html and ">vm<" in html
