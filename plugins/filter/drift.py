@@ -8,7 +8,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.cluster.plugins.module_utils import drift_keys, report
+from ansible_collections.trainops.cluster.plugins.module_utils.drift_compare import compare, render_drift_table, render_markdown
+from ansible_collections.trainops.cluster.plugins.module_utils import drift_keys
 
 
 def _require_mapping(value, what):
@@ -35,27 +36,19 @@ def drift_compare(values_by_host, policy=None, default_severity="warn", hosts_or
     if policy is not None:
         _require_mapping(policy, "drift_compare policy")
     try:
-        return report.compare(values_by_host, policy, default_severity=default_severity, hosts_order=hosts_order)
+        return compare(values_by_host, policy, default_severity=default_severity, hosts_order=hosts_order)
     except ValueError as exc:
         raise AnsibleFilterError("drift_compare: {0}".format(exc)) from exc
 
 
 def drift_table(comparison, marker="*"):
     _require_comparison(comparison, "drift_table")
-    return report.render_drift_table(comparison, marker=marker)
+    return render_drift_table(comparison, marker=marker)
 
 
 def drift_markdown(comparison, title="Cluster drift report"):
     _require_comparison(comparison, "drift_markdown")
-    return report.render_markdown(comparison, title=title)
-
-
-def text_table(headers, rows, highlight=None, marker="*"):
-    if isinstance(headers, (str, Mapping)) or isinstance(rows, (str, Mapping)):
-        raise AnsibleFilterError("text_table expects a list of headers and a list of rows (lists of cells)")
-    if any(isinstance(row, (str, Mapping)) for row in rows):
-        raise AnsibleFilterError("text_table rows must be lists of cells")
-    return report.render_table(list(headers), [list(row) for row in rows], highlight=highlight, marker=marker)
+    return render_markdown(comparison, title=title)
 
 
 class FilterModule(object):
@@ -65,5 +58,4 @@ class FilterModule(object):
             "drift_compare": drift_compare,
             "drift_table": drift_table,
             "drift_markdown": drift_markdown,
-            "text_table": text_table,
         }

@@ -7,7 +7,7 @@ Pure data: no drawing and no HTML here (plugin_utils/plots.py draws, roles/repor
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils.report import describe_row, format_value
+from ansible_collections.trainops.cluster.plugins.module_utils.drift_compare import describe_row, format_value
 
 # The stages in the order a bring-up climbs them: (key, report file, title).
 STAGES = (

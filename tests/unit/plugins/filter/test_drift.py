@@ -22,7 +22,7 @@ POLICY = {"driver": "critical"}
 
 
 def test_filter_names():
-    assert sorted(FILTERS) == ["drift_compare", "drift_markdown", "drift_table", "drift_values", "text_table"]
+    assert sorted(FILTERS) == ["drift_compare", "drift_markdown", "drift_table", "drift_values"]
 
 
 def test_drift_compare():
@@ -69,20 +69,3 @@ def test_render_filters_reject_other_input(name):
         FILTERS[name]({"rows": []})
     with pytest.raises(AnsibleFilterError, match="dictionary"):
         FILTERS[name]("text")
-
-
-def test_text_table():
-    table = FILTERS["text_table"](["from", "n1", "n2"], [["n1", "-", "ok"], ["n2", "FAIL", "-"]], highlight=[[1, 1]], marker="!")
-    lines = table.splitlines()
-    assert len(set(len(line) for line in lines)) == 1
-    assert "FAIL !" in lines[4]
-
-
-@pytest.mark.parametrize("headers, rows", [
-    ("a,b", [["1", "2"]]),
-    (["a", "b"], "1,2"),
-    (["a", "b"], ["1,2"]),
-])
-def test_text_table_rejects_strings(headers, rows):
-    with pytest.raises(AnsibleFilterError, match="text_table"):
-        FILTERS["text_table"](headers, rows)

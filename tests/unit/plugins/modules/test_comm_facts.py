@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.trainops.cluster.plugins.module_utils import comm_discovery
 from ansible_collections.trainops.cluster.plugins.modules import comm_facts
 import helpers.modules
 
@@ -61,14 +62,14 @@ def node(tmp_path, monkeypatch):
     monkeypatch.setenv('PATH', '%s:/usr/bin:/bin' % bindir)
     monkeypatch.delenv('LD_LIBRARY_PATH', raising=False)
     monkeypatch.delenv('CUDA_HOME', raising=False)
-    monkeypatch.setattr(comm_facts, 'LIBRARY_DIRS', [str(libdir), str(plugindir)])
-    monkeypatch.setattr(comm_facts, 'NCCL_TESTS_DIRS', [str(tmp_path / 'nccl-tests' / 'build')])
-    monkeypatch.setattr(comm_facts, 'SYSFS_ROOT', str(COMM / 'sysfs-ib-ndr8'))
-    monkeypatch.setattr(comm_facts, 'OS_RELEASE', str(REAL / 'os-release.txt'))
-    monkeypatch.setattr(comm_facts, 'PROC_LIMITS', str(COMM / 'h200x1' / 'proc-limits.txt'))
-    monkeypatch.setattr(comm_facts, 'PORT_RANGE', str(REAL / 'misc.txt'))
-    monkeypatch.setattr(comm_facts, 'IF_INET6', str(COMM / 'if-inet6-mgmt-train.txt'))
-    monkeypatch.setattr(comm_facts, 'ipv4_address', {'eth0': '192.168.10.21/24', 'eth1': '10.0.0.5/24', 'lo': '127.0.0.1/8'}.get)
+    monkeypatch.setattr(comm_discovery, 'LIBRARY_DIRS', [str(libdir), str(plugindir)])
+    monkeypatch.setattr(comm_discovery, 'NCCL_TESTS_DIRS', [str(tmp_path / 'nccl-tests' / 'build')])
+    monkeypatch.setattr(comm_discovery, 'SYSFS_ROOT', str(COMM / 'sysfs-ib-ndr8'))
+    monkeypatch.setattr(comm_discovery, 'OS_RELEASE', str(REAL / 'os-release.txt'))
+    monkeypatch.setattr(comm_discovery, 'PROC_LIMITS', str(COMM / 'h200x1' / 'proc-limits.txt'))
+    monkeypatch.setattr(comm_discovery, 'PORT_RANGE', str(REAL / 'misc.txt'))
+    monkeypatch.setattr(comm_discovery, 'IF_INET6', str(COMM / 'if-inet6-mgmt-train.txt'))
+    monkeypatch.setattr(comm_discovery, 'ipv4_address', {'eth0': '192.168.10.21/24', 'eth1': '10.0.0.5/24', 'lo': '127.0.0.1/8'}.get)
     return {'tmp': tmp_path, 'bin': bindir, 'lib': libdir, 'plugin': plugindir, 'python': python}
 
 
@@ -156,9 +157,9 @@ def test_no_tools_no_torch(node, capsys, monkeypatch, tmp_path):
         return None if arg in ('ldconfig', 'ip', 'mpirun', 'nvcc', 'all_reduce_perf') else real_get_bin_path(self, arg, required, opt_dirs)
 
     monkeypatch.setattr(AnsibleModule, 'get_bin_path', get_bin_path)
-    monkeypatch.setattr(comm_facts, 'LIBRARY_DIRS', [])
-    monkeypatch.setattr(comm_facts, 'PROC_LIMITS', str(COMM / 'missing-tools' / 'proc-limits-8MiB.txt'))
-    monkeypatch.setattr(comm_facts, 'SYSFS_ROOT', str(tmp_path / 'empty-sysfs'))
+    monkeypatch.setattr(comm_discovery, 'LIBRARY_DIRS', [])
+    monkeypatch.setattr(comm_discovery, 'PROC_LIMITS', str(COMM / 'missing-tools' / 'proc-limits-8MiB.txt'))
+    monkeypatch.setattr(comm_discovery, 'SYSFS_ROOT', str(tmp_path / 'empty-sysfs'))
     facts = facts_of(run_module(capsys, cluster_ip='10.0.0.5'))
     assert facts['torch'] is None
     assert facts['python'] == {'version': '%d.%d.%d' % sys.version_info[:3], 'executable': sys.executable}
@@ -175,7 +176,7 @@ def test_ip_without_json_falls_back_to_sysfs(node, capsys):
     script(node['bin'] / 'ip', 'cat %s >&2; exit 255' % (COMM / 'missing-tools' / 'ip-j-unknown.stderr'))
     facts = facts_of(run_module(capsys, cluster_ip='10.0.0.5', python=node['python']))
     assert facts['unavailable']['ip'] == ('ip exited 255: Option "-j" is unknown, try "ip -help".; interfaces read from '
-                                          '/sys/class/net and %s (IPv4: primary address only)' % comm_facts.IF_INET6)
+                                          '/sys/class/net and %s (IPv4: primary address only)' % comm_discovery.IF_INET6)
     eth1 = [i for i in facts['interfaces'] if i['name'] == 'eth1'][0]
     assert eth1 == {'name': 'eth1', 'state': 'UP', 'mtu': 9000, 'link_type': 'ether',
                     'addresses': ['10.0.0.5/24', 'fd00:10::5/64', 'fe80::fc:1ff:fe00:5/64']}

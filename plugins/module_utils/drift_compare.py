@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Cross-node drift comparison and report rendering (fixed-width text table, Markdown).
+"""Cross-node drift comparison and its rendering (a text table through tables.py, Markdown).
 
 Pure functions, stdlib only. The caller flattens each node's facts into a flat dict of display keys
 ({"driver": "580.159.04", "cuda": "13.0", ...}); compare() lines the nodes up key by key.
 """
 
 from __future__ import annotations
+
+from ansible_collections.trainops.cluster.plugins.module_utils.tables import cell_text, grid_line, render_table
 
 SEVERITIES = ("critical", "warn", "ignore")
 STATUS_OK = "ok"
@@ -131,35 +133,6 @@ def compare(values_by_host, policy, default_severity="warn", hosts_order=None):
     return {"hosts": hosts, "keys": keys, "rows": rows, "failed": bool(errors), "errors": errors, "warnings": warnings}
 
 
-def _cell(value):
-    # A newline inside a cell would break the grid.
-    return " ".join(str(value).splitlines())
-
-
-def _grid_line(cells, widths):
-    return "| " + " | ".join(cell.ljust(width) for cell, width in zip(cells, widths)) + " |"
-
-
-def render_table(headers, rows, highlight=None, marker="*"):
-    """Plain fixed-width text table with a +---+ frame; every line has the same width.
-
-    rows: list of lists of cells (anything, shown with str()); short rows are padded with empty cells.
-    highlight: (row_index, column_index) pairs of body cells to suffix with " " + marker.
-    """
-    marked = set(tuple(pair) for pair in highlight or ())
-    width = max([len(headers)] + [len(row) for row in rows])
-    if not width:
-        return ""
-    head = [_cell(h) for h in headers] + [""] * (width - len(headers))
-    body = []
-    for r, row in enumerate(rows):
-        cells = [_cell(value) for value in row] + [""] * (width - len(row))
-        body.append([cell + " " + marker if (r, c) in marked else cell for c, cell in enumerate(cells)])
-    widths = [max(len(line[c]) for line in [head] + body) for c in range(width)]
-    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    return "\n".join([rule, _grid_line(head, widths), rule] + [_grid_line(cells, widths) for cells in body] + [rule])
-
-
 def _drift_cells(comparison):
     hosts = comparison["hosts"]
     headers = ["key"] + list(hosts) + ["status"]
@@ -187,8 +160,8 @@ def _md_escape(text):
 def _md_table(headers, rows):
     # Padded like the text table so the raw file reads well too; 3 dashes is the Markdown minimum.
     widths = [max([3] + [len(line[c]) for line in [headers] + rows]) for c in range(len(headers))]
-    lines = [_grid_line(headers, widths), "| " + " | ".join("-" * w for w in widths) + " |"]
-    lines.extend(_grid_line(row, widths) for row in rows)
+    lines = [grid_line(headers, widths), "| " + " | ".join("-" * w for w in widths) + " |"]
+    lines.extend(grid_line(row, widths) for row in rows)
     return lines
 
 
@@ -199,7 +172,7 @@ def _md_list(title, items):
 def render_markdown(comparison, title="Cluster drift report"):
     """compare() result as Markdown: summary line, table with odd cells in bold, then errors and warnings."""
     headers, rows, odd = _drift_cells(comparison)
-    cells = [[_md_escape(_cell(value)) for value in row] for row in rows]
+    cells = [[_md_escape(cell_text(value)) for value in row] for row in rows]
     for r, c in odd:
         cells[r][c] = "**" + cells[r][c] + "**"
     summary = "**Result: {0}**: {1} critical difference(s), {2} warning(s) across {3} host(s) and {4} key(s).".format(

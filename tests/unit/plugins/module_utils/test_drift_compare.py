@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils.report import (
+from ansible_collections.trainops.cluster.plugins.module_utils.drift_compare import (
     compare,
     format_value,
     render_drift_table,
     render_markdown,
-    render_table,
 )
+from ansible_collections.trainops.cluster.plugins.module_utils.tables import render_table
 
 NODE = {
     "driver": "580.159.04",
