@@ -99,17 +99,35 @@ def ensure(dest, content, mode, check_mode=False):
     return {"changed": todo["write"] or todo["chmod"], "dest": dest, "size": len(data)}
 
 
-class ActionModule(ActionBase):
+class ControllerFile(ActionBase):
+    """An action that writes one file on the controller (see ensure) and never contacts the target.
+
+    Subclasses give ARGUMENT_SPEC and produce(args) -> (dest, content, mode, more results); a failure to produce or
+    write the file fails the task naming the file."""
+
     TRANSFERS_FILES = False
     # Everything happens on the controller: no connection to the target is opened.
     _requires_connection = False
+    ARGUMENT_SPEC = {}
+
+    def produce(self, args):
+        raise NotImplementedError
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        args = self.validate_argument_spec(argument_spec=self.ARGUMENT_SPEC)[1]
+        dest = args.get("dest")
         try:
-            result.update(ensure(args["dest"], args["content"], parse_mode(args["mode"]), self._task.check_mode))
+            dest, content, mode, more = self.produce(args)
+            result.update(ensure(dest, content, mode, self._task.check_mode), **more)
         except (OSError, ValueError) as e:
-            raise AnsibleActionFail("%s: %s" % (args["dest"], to_native(e))) from e
+            raise AnsibleActionFail("%s: %s" % (dest, to_native(e))) from e
         return result
+
+
+class ActionModule(ControllerFile):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
+
+    def produce(self, args):
+        return args["dest"], args["content"], parse_mode(args["mode"]), {}

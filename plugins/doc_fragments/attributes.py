@@ -22,6 +22,25 @@ attributes:
     description: Linux nodes.
 """
 
+    # Action plugins that write a file on the controller (reports): no module runs on the nodes.
+    CONTROLLER = r"""
+options: {}
+attributes:
+  action:
+    support: full
+    description: All the work is done by the action plugin on the controller; there is no module code.
+  check_mode:
+    support: full
+    description: Reports whether the file would change and writes nothing.
+  diff_mode:
+    support: none
+    description: Shows no diff; reports are often large and change on every run.
+  platform:
+    support: full
+    platforms: posix
+    description: Writes on a POSIX controller; targets of any platform are never contacted.
+"""
+
     # Fact modules.
     FACTS = r"""
 options: {}

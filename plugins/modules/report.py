@@ -32,20 +32,8 @@ options:
       - Symbolic modes (V(u=rw,g=r)) are not supported.
     type: raw
     default: "0644"
-attributes:
-  action:
-    support: full
-    description: All the work is done by the action plugin on the controller; there is no module code.
-  check_mode:
-    support: full
-    description: Reports whether the file would change and writes nothing.
-  diff_mode:
-    support: none
-    description: Shows no diff; reports are often large and change on every run.
-  platform:
-    support: full
-    platforms: posix
-    description: Writes on a POSIX controller; targets of any platform are never contacted.
+extends_documentation_fragment:
+  - trainops.cluster.attributes.controller
 seealso:
   - module: ansible.builtin.copy
 """

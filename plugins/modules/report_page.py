@@ -38,14 +38,8 @@ options:
     type: str
     default: cluster
 extends_documentation_fragment:
-  - trainops.cluster.attributes
+  - trainops.cluster.attributes.controller
 attributes:
-  action:
-    support: full
-    description: All the work is done by the action plugin on the controller; there is no module code.
-  check_mode:
-    support: full
-    description: Reports whether the page would change and writes nothing.
   platform:
     support: full
     platforms: posix
@@ -73,7 +67,7 @@ verdict:
   type: dict
   sample: {status: FAIL, stage: Ports between nodes, culprit: node3 -> node1, reason: "node3 -> node1 (29500): timed out"}
 seconds:
-  description: Time taken to read the reports, draw and write the page.
+  description: Time taken to read the reports and draw the page.
   returned: always
   type: float
   sample: 0.84
