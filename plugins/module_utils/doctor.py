@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.trainops.cluster.plugins.module_utils import slurm as slurm_state
+
 # Xid errors that an application causes (bad memory access, a kernel of its own killed): worth a look, not a drain.
 APPLICATION_XIDS = (13, 31, 43, 45)
-CHECKS = ("reachable", "versions", "names", "ssh", "interface", "ranks", "ports", "limits", "storage", "plan", "gpus")
+CHECKS = ("reachable", "versions", "names", "ssh", "interface", "ranks", "ports", "limits", "storage", "plan", "gpus",
+          "slurm")
 
 
 def finding(check, node, status, detail, fix=""):
@@ -282,6 +285,20 @@ def gpus(node, facts, expected):
     return out or [finding("gpus", node, "ok", "%d GPUs, no Xid errors" % count)]
 
 
+def slurm(records, checked, shown, gpus, munge):
+    """Slurm's view of the checked nodes: shown is parse_show_node() of the controller's scontrol (None: it could not
+    be read), munge {node: key checksum or None}."""
+    if shown is None:
+        return [finding("slurm", records[0]["host"], "fail", "slurmctld did not answer scontrol",
+                        "Check slurmctld on the controller (systemctl status slurmctld, /var/log/slurm/slurmctld.log).")]
+    seen = [r for r in records if r["host"] in checked]
+    problems = slurm_state.check_records(seen, shown, gpus, munge)
+    out = [finding("slurm", node, "fail", problem, fix) for node, problem, fix in problems]
+    named = {node for node, _problem, _fix in problems}
+    return out + [finding("slurm", r["host"], "ok", "takes work (%s)" % shown[r["short"]].get("State"))
+                  for r in seen if r["host"] not in named]
+
+
 def summarize(findings):
     """{ok, failed_checks, rows: [[check, node, status, detail, fix]]} in check order."""
     order = {c: i for i, c in enumerate(CHECKS)}
@@ -340,4 +357,8 @@ def run_all(data):
         expected = majority([gpus_by_node[h] for h in checked])
     for host in checked:
         findings += gpus(host, data["gpus"].get(host), expected)
+    if data.get("slurm"):
+        shown = data["slurm"]["show"]
+        findings += slurm(nodes, checked, slurm_state.parse_show_node(shown) if shown is not None else None,
+                          dict((h, gpus_by_node[h]) for h in checked), data["slurm"]["munge"])
     return summarize(findings)

@@ -82,7 +82,7 @@ def summarize_pcie(gpus):
 def parse_smi_xml(xml_text):
     """Parse `nvidia-smi -q -x`.
 
-    Returns {driver_version, cuda_version, gpu_count, gpus: [{index, name, uuid, pci_bus_id, memory_total_mib,
+    Returns {driver_version, cuda_version, gpu_count, gpus: [{index, minor_number (its /dev/nvidiaN), name, uuid, pci_bus_id, memory_total_mib,
     compute_capability, ecc_mode, mig_mode, persistence_mode, pcie}]}. index is the GPU's position in the document, which
     is nvidia-smi's own index order (not minor_number, which can differ). pcie: see _pcie_link. Raises ValueError on
     text that is not XML.
@@ -98,6 +98,7 @@ def parse_smi_xml(xml_text):
             compute_cap = compute_cap or _xml_text(gpu, tag)
         gpus.append({
             "index": position,
+            "minor_number": _int_prefix(_xml_text(gpu, "minor_number")),
             "name": _xml_text(gpu, "product_name"),
             "uuid": _xml_text(gpu, "uuid"),
             "pci_bus_id": _xml_text(gpu, "pci/pci_bus_id") or _value(gpu.get("id")),

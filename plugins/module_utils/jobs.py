@@ -88,7 +88,8 @@ def first_failed(failed, logs, addresses, ended):
 def status(nodes, units, exits, logs, record, addresses):
     """One row per node and the job's verdict.
 
-    units: {node: the unit's properties (systemd_service's status, or trainops-job state where there is no systemd)};
+    units: {node: the unit's properties (systemd_service's status, trainops-job state where there is no systemd, or
+    the Slurm batch job's state, with SlurmJobId, for every node)};
     exits: {node: NODE.exit text or None}; logs: {node: [last lines]}; record: the job record (job.json) or None;
     addresses: {node: cluster_ip}. Returns {rows: [[node, state, step, last line]], nodes: {node: {state, rc,
     stopped_by, ended, step}}, verdict, first_failed}.
@@ -100,7 +101,8 @@ def status(nodes, units, exits, logs, record, addresses):
         if exit_ is not None and record is not None and exit_.get("run_id") != record.get("run_id"):
             exit_ = None  # a record of an earlier start
         lines = logs.get(node) or []
-        if unit.get("ActiveState") in ("active", "activating", "deactivating"):
+        # A Slurm job stands for every node's part: a part that has ended says so in its exit record.
+        if unit.get("ActiveState") in ("active", "activating", "deactivating") and not (unit.get("SlurmJobId") and exit_):
             state = "running"
         elif exit_ is not None:
             by = exit_.get("stopped_by")

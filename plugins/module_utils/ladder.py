@@ -98,7 +98,7 @@ def _run(hosts, gpus, settings, rung):
         slots = [(h, 1) for h in hosts]
         program = [settings["python"], settings["cpu_program"]] + settings.get("cpu_args", [])
         return {"leader": leader, "hosts": hosts, "ranks": len(hosts), "kind": "cpu",
-                "argv": mpirun_argv(settings, slots, program), "json_file": None}
+                "argv": launcher_argv(settings, slots, program), "json_file": None}
     json_file = _json_file(settings, leader)
     if len(hosts) == 1:
         per_proc = 1 if rung == "gpu" else gpus[leader]
@@ -106,7 +106,7 @@ def _run(hosts, gpus, settings, rung):
         argv = [settings["env_wrapper"]] + nccl_tests_argv(settings, per_proc, max_bytes, json_file)
         return {"leader": leader, "hosts": hosts, "ranks": per_proc, "kind": "nccl_tests", "argv": argv, "json_file": json_file}
     slots = [(h, gpus[h]) for h in hosts]
-    argv = mpirun_argv(settings, slots, nccl_tests_argv(settings, 1, settings["max_bytes"], json_file))
+    argv = launcher_argv(settings, slots, nccl_tests_argv(settings, 1, settings["max_bytes"], json_file), gpus[leader])
     return {"leader": leader, "hosts": hosts, "ranks": sum(n for _h, n in slots), "kind": "nccl_tests", "argv": argv,
             "json_file": json_file}
 
@@ -165,6 +165,30 @@ def nccl_tests_argv(settings, gpus_per_process, max_bytes, json_file=None):
     if json_file:
         argv += ["-J", json_file]
     return argv
+
+
+def launcher_argv(settings, slots, program, gpus_per_node=0):
+    """The launch across nodes: mpirun over SSH, or srun where Slurm is the scheduler (settings["launcher"])."""
+    if settings.get("launcher", "mpirun") == "srun":
+        return srun_argv(settings, slots, program, gpus_per_node)
+    return mpirun_argv(settings, slots, program)
+
+
+def srun_argv(settings, slots, program, gpus_per_node=0):
+    """One Slurm step over the hosts in place of mpirun: a task per slot, each line labelled with its task (--label,
+    read like mpirun's tags), MPI wired up through settings["srun_mpi"] (PMIx). Every GPU of a node is given to each
+    of its tasks: NVLink peer access between a node's ranks needs all of them visible. --immediate: a node that is
+    drained, down or busy fails the step at once, instead of queueing it (a silent hang). Slurm names nodes by their
+    short names (settings["slurm_names"]); a task that fails ends the step.
+    """
+    names = settings.get("slurm_names") or {}
+    argv = [settings.get("srun", "srun"), "--label", "--mpi=%s" % settings.get("srun_mpi", "pmix"),
+            "--nodes=%d" % len(slots), "--ntasks=%d" % sum(n for _h, n in slots),
+            "--ntasks-per-node=%d" % max(n for _h, n in slots), "--nodelist=%s" % ",".join(names.get(h, h) for h, _n in slots),
+            "--immediate=%d" % int(settings.get("srun_immediate", 10)), "--kill-on-bad-exit=1"]
+    if gpus_per_node:
+        argv.append("--gres=gpu:%d" % gpus_per_node)
+    return argv + list(settings.get("srun_args", [])) + [settings["env_wrapper"]] + list(program)
 
 
 def mpirun_argv(settings, slots, program):

@@ -37,7 +37,11 @@ _ERROR_RE = re.compile(
     r'Test (?:NCCL|CUDA) failure|Cuda failure|NCCL failure|Test failure|Test timeout|NCCL WARN'
     r'|terminated normally, but|noticed that (?:process rank|the job aborted)|exited with non-zero status'
     r'|MPI_ABORT was invoked|\*\*\* Process received signal \*\*\*|^\[[^\]]+\] Signal: |Invalid number of GPUs'
-    r'|^# error: |has lost communication with|was unable to reliably start|not enough slots available')
+    r'|^# error: |has lost communication with|was unable to reliably start|not enough slots available'
+    r'|^srun: error: |^srun: Job step aborted|^srun: Required node not available')
+# srun's own word on a task that failed: "srun: error: node2: task 1: Exited with exit code 3", "...: tasks 0-1: Killed".
+_SRUN_TASK_RE = re.compile(r'^srun: error: (\S+): tasks? (\d+)[\d,-]*: (?:Exited with exit code (\d+)|(.+))$')
+_SRUN_SIGNALS = {'Killed': 9, 'Terminated': 15, 'Segmentation fault': 11, 'Aborted': 6, 'Bus error': 7}
 _NOTICED_RE = re.compile(r'noticed that process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?')
 _PROCESS_NAME_RE = re.compile(r'^\s*Process name:\s*\[\[\d+,\d+\],(\d+)\]')
 _EXIT_CODE_RE = re.compile(r'^\s*Exit code:\s*(-?\d+)')
@@ -74,7 +78,7 @@ def _collective(program):
 
 
 def _scan_failures(lines, result):
-    """Fill result['errors'] with failure lines and result['failed_processes'] with what mpirun says about them."""
+    """Fill result['errors'] with failure lines and result['failed_processes'] with what mpirun or srun says of them."""
     failed = result['failed_processes']
     awaiting_exit_code = None
     for line in lines:
@@ -86,7 +90,13 @@ def _scan_failures(lines, result):
         signal = _SIGNAL_RE.match(stripped)
         process_name = _PROCESS_NAME_RE.match(line)
         exit_code = _EXIT_CODE_RE.match(line)
-        if noticed:
+        srun_task = _SRUN_TASK_RE.match(stripped)
+        if srun_task:
+            died = srun_task.group(4)
+            failed.append({'rank': int(srun_task.group(2)), 'host': srun_task.group(1), 'pid': None,
+                           'signal': _SRUN_SIGNALS.get(died) if died else None, 'signal_name': died,
+                           'exit_code': int(srun_task.group(3)) if srun_task.group(3) else None})
+        elif noticed:
             failed.append({'rank': int(noticed.group(1)), 'host': noticed.group(3), 'pid': int(noticed.group(2)),
                            'signal': int(noticed.group(4)), 'signal_name': noticed.group(5), 'exit_code': None})
         elif received:

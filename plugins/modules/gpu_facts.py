@@ -130,6 +130,10 @@ ansible_facts:
               description: nvidia-smi index (also CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID).
               type: int
               sample: 0
+            minor_number:
+              description: The GPU's device file is C(/dev/nvidia<minor_number>) (Slurm's gres.conf names it); null when not reported.
+              type: int
+              sample: 0
             name:
               description: Product name.
               type: str

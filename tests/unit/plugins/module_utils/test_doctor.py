@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from ansible_collections.trainops.cluster.plugins.module_utils import doctor
+from ansible_collections.trainops.cluster.plugins.module_utils import slurm as slurm_state
 from ansible_collections.trainops.cluster.plugins.module_utils.inventory import node_records
 
 HOSTVARS = {"node1": {"cluster_ip": "10.0.0.1"}, "node2": {"cluster_ip": "10.0.0.2"}, "node3": {"cluster_ip": "10.0.0.3"}}
@@ -137,3 +138,19 @@ def test_the_ssh_verdict_says_what_a_login_proved():
                               "the port matrix connects to their port 22)")
     small = {"failures": [], "rows": [["node1", "-", "ok"], ["node2", "ok", "-"]]}
     assert [f["detail"] for f in doctor.ssh(small, ["node1", "node2"])] == ["logs into every node (1)", "logs into every node (1)"]
+
+
+def test_slurm_names_a_drained_node_and_a_munge_key_that_differs():
+    show = ("NodeName=node1 State=IDLE NodeAddr=10.0.0.1 Gres=(null)\n"
+            "NodeName=node2 State=IDLE+DRAIN NodeAddr=10.0.0.2 Gres=(null) Reason=maint [root@2026-12-01T10:00:00]\n"
+            "NodeName=node3 State=ALLOCATED NodeAddr=10.0.0.3 Gres=(null)\n")
+    out = doctor.slurm(NODES, ["node1", "node2", "node3"], slurm_state.parse_show_node(show), {},
+                       {"node1": "k1", "node2": "k1", "node3": "k2"})
+    assert fails(out) == [
+        ("node2", "is IDLE+DRAIN in Slurm (reason: maint [root@2026-12-01T10:00:00]): jobs that need it wait"),
+        ("node3", "has another munge key than node1: Slurm refuses its credentials (Invalid credential, Zero Bytes were "
+                  "transmitted)")]
+    assert [(f["node"], f["detail"]) for f in out if f["status"] == "ok"] == [("node1", "takes work (IDLE)")]
+    # A node the controller did not answer for is not judged; slurmctld silent is one failure, not three.
+    assert [f["node"] for f in doctor.slurm(NODES, ["node1"], slurm_state.parse_show_node(show), {}, {})] == ["node1"]
+    assert fails(doctor.slurm(NODES, ["node1"], None, {}, {})) == [("node1", "slurmctld did not answer scontrol")]

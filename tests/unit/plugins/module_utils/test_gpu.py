@@ -17,7 +17,7 @@ VARIANTS = FIXTURES / "variants"
 H200_UUIDS = ["GPU-35dbb3dd-bc6a-8d24-264e-1c22176352a8", "GPU-770f1196-7717-9f80-ebed-29835fa1d4f0"]
 FACT_KEYS = {"available", "reason", "driver_version", "cuda_version", "gpu_count", "gpu_models", "gpus", "nvlink", "pcie",
              "topology", "kernel_module", "xid_errors", "xid_reason", "errors"}
-GPU_KEYS = {"index", "name", "uuid", "pci_bus_id", "memory_total_mib", "compute_capability", "ecc_mode", "mig_mode",
+GPU_KEYS = {"index", "minor_number", "name", "uuid", "pci_bus_id", "memory_total_mib", "compute_capability", "ecc_mode", "mig_mode",
             "persistence_mode", "pcie", "nvlink"}
 
 
@@ -49,6 +49,7 @@ def test_smi_xml_real():
     assert smi["gpu_count"] == 2
     assert smi["gpus"][0] == {
         "index": 0,
+        "minor_number": 0,
         "name": "NVIDIA H200",
         "uuid": H200_UUIDS[0],
         "pci_bus_id": "00000000:00:06.0",
@@ -60,6 +61,8 @@ def test_smi_xml_real():
         "pcie": {"max_gen": 5, "max_width": 16, "current_gen": 5, "current_width": 16},
     }
     assert [g["pci_bus_id"] for g in smi["gpus"]] == ["00000000:00:06.0", "00000000:00:07.0"]
+    # Slurm's gres.conf names each GPU by its device file, /dev/nvidia<minor_number>.
+    assert [g["minor_number"] for g in smi["gpus"]] == [0, 1]
 
 
 def test_query_csv_real_drops_units_from_header():

@@ -76,6 +76,20 @@ def test_a_running_job():
     assert status['rows'][0][:3] == ['node1', 'running', '12']
 
 
+def test_a_slurm_job_stands_for_every_node_until_a_part_ends():
+    slurm_job = {'ActiveState': 'active', 'SlurmJobId': '18', 'SlurmState': 'RUNNING'}
+    ended = json.dumps({'node': 'node2', 'rc': 1, 'run_id': RECORD['run_id'], 'ended': '2026-12-01T22:55:19.397Z',
+                        'stopped_by': None})
+    status = jobs.status(NODES, {n: slurm_job for n in NODES}, {'node1': None, 'node2': ended, 'node3': None},
+                         {n: [] for n in NODES}, RECORD, ADDRESSES)
+    assert [row[1] for row in status['rows']] == ['running', 'failed: exited 1', 'running']
+    assert status['first_failed'] == 'node2'
+    # A unit that runs on (systemd) is running whatever an old record says.
+    unit = jobs.status(NODES, {n: RUNNING for n in NODES}, {'node1': None, 'node2': ended, 'node3': None},
+                       {n: [] for n in NODES}, RECORD, ADDRESSES)
+    assert [row[1] for row in unit['rows']] == ['running'] * 3
+
+
 def test_the_node_whose_rank_was_killed_failed_first_though_a_peer_ended_sooner():
     with open(os.path.join(FIXTURES, 'killed-rank.log')) as handle:
         killed = handle.read().splitlines()

@@ -67,6 +67,23 @@ def test_plan_cpu_cluster():
     assert "-H" in cpu["argv"] and cpu["argv"][cpu["argv"].index("-H") + 1] == "n1:1,n2:1,n3:1"
 
 
+def test_srun_launches_the_same_rungs_as_one_slurm_step_each():
+    settings = dict(SETTINGS, launcher="srun", srun_mpi="pmix", srun_immediate="10", srun_args=[],
+                    slurm_names={"n1": "node1", "n2": "node2", "n3": "node3"})
+    cpu = ladder.plan(["n1", "n2", "n3"], {"n1": 0, "n2": 0, "n3": 0}, settings)[4]["runs"][0]
+    assert cpu["argv"] == ["srun", "--label", "--mpi=pmix", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1",
+                           "--nodelist=node1,node2,node3", "--immediate=10", "--kill-on-bad-exit=1",
+                           "trainops-env", "python3", "/opt/trainops/cpu_allreduce.py", "--max-bytes", "1048576"]
+    steps = ladder.plan(["n1", "n2"], {"n1": 8, "n2": 8}, settings)
+    # Within a node no launcher; across nodes a task per GPU, and every GPU of a node visible to each of its tasks.
+    assert steps[1]["runs"][0]["argv"][0] == "trainops-env"
+    across = steps[-1]["runs"][0]["argv"]
+    assert across[:across.index("trainops-env")] == [
+        "srun", "--label", "--mpi=pmix", "--nodes=2", "--ntasks=16", "--ntasks-per-node=8", "--nodelist=node1,node2",
+        "--immediate=10", "--kill-on-bad-exit=1", "--gres=gpu:8"]
+    assert [s["rung"] for s in steps] == [s["rung"] for s in ladder.plan(["n1", "n2"], {"n1": 8, "n2": 8}, SETTINGS)]
+
+
 def h200_facts():
     h200 = FIXTURES / "gpu" / "h200x2"
     return gpu.gather(smi_xml=(h200 / "nvidia-smi-q.xml").read_text(), query_csv=(h200 / "query-gpu.csv").read_text(),

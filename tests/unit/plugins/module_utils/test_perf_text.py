@@ -112,6 +112,19 @@ def test_aborted_run():
         {'rank': 3, 'host': 'node2', 'pid': 0, 'signal': 9, 'signal_name': 'Killed', 'exit_code': None}]
 
 
+def test_srun_names_the_tasks_that_failed():
+    # srun's own lines, as Slurm 22.05 printed them on the molecule train cluster (task 1 killed, a drained node).
+    text = ("0: # nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809\n"
+            "srun: error: node2: task 1: Exited with exit code 1\n"
+            "srun: error: node3: tasks 2-3: Killed\n"
+            "srun: Required node not available (down, drained or reserved)\n")
+    result = parse_perf_output(text)
+    assert result['failed_processes'] == [
+        {'rank': 1, 'host': 'node2', 'pid': None, 'signal': None, 'signal_name': None, 'exit_code': 1},
+        {'rank': 2, 'host': 'node3', 'pid': None, 'signal': 9, 'signal_name': 'Killed', 'exit_code': None}]
+    assert 'srun: Required node not available (down, drained or reserved)' in result['errors']
+
+
 def test_timeout_killed_partial_output():
     result = parse_perf_output(variant('timeout_partial.txt'))
     assert result['complete'] is False

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm as the product reads it: `scontrol --oneliner show node` and `squeue` text in, plain data out; what a node's
+Slurm state means for a launch (a DOWN or DRAINED node never runs a step: the job waits, which users see as a hang).
+Pure functions: the doctor, the slurm role and train.yml's pre-flight use them.
+"""
+
+from __future__ import annotations
+
+import re
+
+# scontrol's node states: a base state, then flags joined by "+" (IDLE+DRAIN, DOWN+NOT_RESPONDING). A node in any of
+# these takes no new work; DRAIN on an allocated node is DRAINING (its jobs finish, no new ones start).
+UNAVAILABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "FUTURE", "POWERED_DOWN",
+               "POWER_DOWN", "REBOOT_REQUESTED", "REBOOT_ISSUED", "UNKNOWN", "INVALID_REG", "MAINTENANCE")
+
+# "NodeName=node1 Arch=x86_64 ... Reason=maint [root@2026-12-01T10:00:00] Comment=(null)": key=value pairs where a
+# value (Reason, OS) may hold spaces, so a value runs until the next " Key=".
+_PAIR_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:.]*)=(.*?)(?=\s[A-Za-z][A-Za-z0-9_/:.]*=|$)")
+_NULL = ("(null)", "")
+
+
+def parse_show_node(text):
+    """`scontrol --oneliner show node` (one node a line) -> {node name: {key: value}}; "(null)" values become None."""
+    nodes = {}
+    for line in (text or "").splitlines():
+        pairs = dict((key, None if value.strip() in _NULL else value.strip()) for key, value in _PAIR_RE.findall(line))
+        if pairs.get("NodeName"):
+            nodes[pairs["NodeName"]] = pairs
+    return nodes
+
+
+def state_flags(state):
+    """"IDLE+DRAIN" -> ["IDLE", "DRAIN"]; a trailing "*" (not responding, in sinfo's style) -> NOT_RESPONDING."""
+    state = (state or "UNKNOWN").upper()
+    flags = [flag for flag in state.rstrip("*").split("+") if flag]
+    if state.endswith("*"):
+        flags.append("NOT_RESPONDING")
+    return flags
+
+
+def unavailable(node):
+    """Why Slurm gives this node (a parse_show_node record) no work, or None when it can run a step now."""
+    flags = state_flags(node.get("State"))
+    bad = [flag for flag in flags if flag in UNAVAILABLE]
+    if not bad:
+        return None
+    reason = node.get("Reason")
+    return "%s in Slurm%s" % ("+".join(flags), " (reason: %s)" % reason if reason else "")
+
+
+def gres_gpus(gres):
+    """The GPU count of a node's Gres ("gpu:8", "gpu:h200:8(S:0-1)", "gpu:2,shard:4") -> 8; None gres -> 0."""
+    total = 0
+    for item in (gres or "").split(","):
+        parts = re.sub(r"\(.*\)$", "", item.strip()).split(":")
+        if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+def check_nodes(nodes, shown, cluster_ips, gpus, munge):
+    """What stops Slurm from running a job on every node, one problem per node and cause.
+
+    nodes: the cluster's nodes in order; shown: parse_show_node() of the controller's view; cluster_ips: {node:
+    cluster_ip}; gpus: {node: GPUs the node's facts found}; munge: {node: checksum of its munge key, None if absent},
+    the first node's key (the controller's copy) is the reference. Returns [(node, problem, fix)].
+    """
+    problems = []
+    reference = munge.get(nodes[0]) if nodes else None
+    for node in nodes:
+        if node in munge:
+            if munge[node] is None:
+                problems.append((node, "has no munge key", "run site.yml (role slurm copies the controller's key)"))
+            elif munge[node] != reference:
+                problems.append((node, "has another munge key than %s: Slurm refuses its credentials (Invalid "
+                                       "credential, Zero Bytes were transmitted)" % nodes[0],
+                                 "run site.yml: role slurm puts the cluster's one key on every node"))
+        record = shown.get(node)
+        if record is None:
+            problems.append((node, "is not a Slurm node (slurm.conf lists no %s)" % node, "run site.yml with slurm_enabled"))
+            continue
+        why = unavailable(record)
+        if why:
+            problems.append((node, "is %s: jobs that need it wait" % why,
+                             "fix the cause, then: scontrol update nodename=%s state=resume" % node))
+        address = record.get("NodeAddr")
+        if address and cluster_ips.get(node) and address != cluster_ips[node]:
+            problems.append((node, "is known to Slurm at %s, not at its cluster_ip %s" % (address, cluster_ips[node]),
+                             "run site.yml (slurm.conf's NodeAddr is the training address)"))
+        configured = gres_gpus(record.get("Gres"))
+        found = gpus.get(node)
+        if found is not None and configured != found:
+            problems.append((node, "has %d GPUs in Slurm's Gres but %d found on the node" % (configured, found),
+                             "run site.yml (gres.conf and slurm.conf follow gpu_facts)"))
+    return problems
+
+
+def check_records(records, shown, gpus, munge):
+    """check_nodes() for the cluster's node records (inventory.node_records: Slurm knows each node by its short
+    name) and parse_show_node()'s view, by Slurm's names."""
+    records = list(records)
+    by_host = dict((r["host"], shown[r["short"]]) for r in records if r["short"] in shown)
+    return check_nodes([r["host"] for r in records], by_host, dict((r["host"], r["cluster_ip"]) for r in records), gpus, munge)
+
+
+def job_state(squeue_line):
+    """One `squeue --noheader --format=%i|%T|%S|%N` line (or nothing) -> the job's state as the train role reads a
+    node's unit: {ActiveState, SlurmJobId, SlurmState, ExecMainStartTimestamp, SlurmNodes}."""
+    line = (squeue_line or "").strip().splitlines()
+    if not line:
+        return {"ActiveState": "inactive"}
+    job_id, state, started, node_list = (line[0].split("|") + ["", "", "", ""])[:4]
+    active = {"RUNNING": "active", "COMPLETING": "deactivating", "PENDING": "activating", "CONFIGURING": "activating",
+              "SUSPENDED": "active", "STOPPED": "active", "REQUEUED": "activating", "RESIZING": "active"}
+    return {"ActiveState": active.get(state, "inactive"), "SlurmJobId": job_id, "SlurmState": state,
+            "ExecMainStartTimestamp": started if started not in ("N/A", "Unknown") else None, "SlurmNodes": node_list}
