@@ -285,12 +285,12 @@ def gpus(node, facts, expected):
     return out or [finding("gpus", node, "ok", "%d GPUs, no Xid errors" % count)]
 
 
-def slurm(records, checked, shown, gpus, munge):
+def slurm(records, checked, shown, gpus, munge, controller):
     """Slurm's view of the checked nodes: shown is parse_show_node() of the controller's scontrol (None: it could not
     be read), munge {node: key checksum or None}."""
     if shown is None:
-        return [finding("slurm", records[0]["host"], "fail", "slurmctld did not answer scontrol",
-                        "Check slurmctld on the controller (systemctl status slurmctld, /var/log/slurm/slurmctld.log).")]
+        return [finding("slurm", controller, "fail", "slurmctld did not answer scontrol on %s" % controller,
+                        "Check slurmctld there (systemctl status slurmctld, /var/log/slurm/slurmctld.log).")]
     seen = [r for r in records if r["host"] in checked]
     problems = slurm_state.check_records(seen, shown, gpus, munge)
     out = [finding("slurm", node, "fail", problem, fix) for node, problem, fix in problems]
@@ -360,5 +360,5 @@ def run_all(data):
     if data.get("slurm"):
         shown = data["slurm"]["show"]
         findings += slurm(nodes, checked, slurm_state.parse_show_node(shown) if shown is not None else None,
-                          dict((h, gpus_by_node[h]) for h in checked), data["slurm"]["munge"])
+                          dict((h, gpus_by_node[h]) for h in checked), data["slurm"]["munge"], data["slurm"]["controller"])
     return summarize(findings)

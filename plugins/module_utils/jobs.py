@@ -101,8 +101,11 @@ def status(nodes, units, exits, logs, record, addresses):
         if exit_ is not None and record is not None and exit_.get("run_id") != record.get("run_id"):
             exit_ = None  # a record of an earlier start
         lines = logs.get(node) or []
-        # A Slurm job stands for every node's part: a part that has ended says so in its exit record.
-        if unit.get("ActiveState") in ("active", "activating", "deactivating") and not (unit.get("SlurmJobId") and exit_):
+        # A Slurm job stands for every node's part: a part that has ended says so in its exit record. A job still
+        # in the queue runs nowhere, whatever it waits for.
+        if unit.get("SlurmState") == "PENDING":
+            state = "queued: %s" % (unit.get("SlurmReason") or "waiting")
+        elif unit.get("ActiveState") in ("active", "activating", "deactivating") and not (unit.get("SlurmJobId") and exit_):
             state = "running"
         elif exit_ is not None:
             by = exit_.get("stopped_by")
@@ -124,6 +127,8 @@ def status(nodes, units, exits, logs, record, addresses):
         verdict = "no such job"
     elif first:
         verdict = "failed: %s failed first" % first
+    elif any(s.startswith("queued") for s in states):
+        verdict = "queued in Slurm (%s)" % next(s for s in states if s.startswith("queued"))[len("queued: "):]
     elif "running" in states:
         verdict = "running" if states == {"running"} else "partly running: %s" % ", ".join(n for n, s in per_node.items() if s["state"] != "running")
     elif states == {"exited 0"}:

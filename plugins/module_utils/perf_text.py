@@ -40,7 +40,7 @@ _ERROR_RE = re.compile(
     r'|^# error: |has lost communication with|was unable to reliably start|not enough slots available'
     r'|^srun: error: |^srun: Job step aborted|^srun: Required node not available')
 # srun's own word on a task that failed: "srun: error: node2: task 1: Exited with exit code 3", "...: tasks 0-1: Killed".
-_SRUN_TASK_RE = re.compile(r'^srun: error: (\S+): tasks? (\d+)[\d,-]*: (?:Exited with exit code (\d+)|(.+))$')
+_SRUN_TASK_RE = re.compile(r'^srun: error: (\S+): tasks? ([\d,-]+): (?:Exited with exit code (\d+)|(.+))$')
 _SRUN_SIGNALS = {'Killed': 9, 'Terminated': 15, 'Segmentation fault': 11, 'Aborted': 6, 'Bus error': 7}
 _NOTICED_RE = re.compile(r'noticed that process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?')
 _PROCESS_NAME_RE = re.compile(r'^\s*Process name:\s*\[\[\d+,\d+\],(\d+)\]')
@@ -77,6 +77,15 @@ def _collective(program):
     return match.group(1) if match else (name or None)
 
 
+def _task_ranks(spec):
+    """srun's task list "0-1,4" -> [0, 1, 4]."""
+    ranks = []
+    for part in spec.split(','):
+        first, _sep, last = part.partition('-')
+        ranks.extend(range(int(first), int(last or first) + 1))
+    return ranks
+
+
 def _scan_failures(lines, result):
     """Fill result['errors'] with failure lines and result['failed_processes'] with what mpirun or srun says of them."""
     failed = result['failed_processes']
@@ -93,9 +102,10 @@ def _scan_failures(lines, result):
         srun_task = _SRUN_TASK_RE.match(stripped)
         if srun_task:
             died = srun_task.group(4)
-            failed.append({'rank': int(srun_task.group(2)), 'host': srun_task.group(1), 'pid': None,
-                           'signal': _SRUN_SIGNALS.get(died) if died else None, 'signal_name': died,
-                           'exit_code': int(srun_task.group(3)) if srun_task.group(3) else None})
+            for rank in _task_ranks(srun_task.group(2)):
+                failed.append({'rank': rank, 'host': srun_task.group(1), 'pid': None,
+                               'signal': _SRUN_SIGNALS.get(died) if died else None, 'signal_name': died,
+                               'exit_code': int(srun_task.group(3)) if srun_task.group(3) else None})
         elif noticed:
             failed.append({'rank': int(noticed.group(1)), 'host': noticed.group(3), 'pid': int(noticed.group(2)),
                            'signal': int(noticed.group(4)), 'signal_name': noticed.group(5), 'exit_code': None})

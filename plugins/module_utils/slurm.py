@@ -12,7 +12,7 @@ import re
 # scontrol's node states: a base state, then flags joined by "+" (IDLE+DRAIN, DOWN+NOT_RESPONDING). A node in any of
 # these takes no new work; DRAIN on an allocated node is DRAINING (its jobs finish, no new ones start).
 UNAVAILABLE = ("DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING", "NOT_RESPONDING", "FUTURE", "POWERED_DOWN",
-               "POWER_DOWN", "REBOOT_REQUESTED", "REBOOT_ISSUED", "UNKNOWN", "INVALID_REG", "MAINTENANCE")
+               "POWER_DOWN", "POWERING_DOWN", "REBOOT_REQUESTED", "REBOOT_ISSUED", "UNKNOWN", "INVALID_REG", "MAINT")
 
 # "NodeName=node1 Arch=x86_64 ... Reason=maint [root@2026-12-01T10:00:00] Comment=(null)": key=value pairs where a
 # value (Reason, OS) may hold spaces, so a value runs until the next " Key=".
@@ -24,7 +24,11 @@ def parse_show_node(text):
     """`scontrol --oneliner show node` (one node a line) -> {node name: {key: value}}; "(null)" values become None."""
     nodes = {}
     for line in (text or "").splitlines():
+        # Reason comes last and is free text ("Node unexpectedly rebooted boot_time=... last response=..."): all of it.
+        line, _sep, reason = line.partition(" Reason=")
         pairs = dict((key, None if value.strip() in _NULL else value.strip()) for key, value in _PAIR_RE.findall(line))
+        if _sep:
+            pairs["Reason"] = None if reason.strip() in _NULL else reason.strip()
         if pairs.get("NodeName"):
             nodes[pairs["NodeName"]] = pairs
     return nodes
@@ -63,18 +67,20 @@ def check_nodes(nodes, shown, cluster_ips, gpus, munge):
     """What stops Slurm from running a job on every node, one problem per node and cause.
 
     nodes: the cluster's nodes in order; shown: parse_show_node() of the controller's view; cluster_ips: {node:
-    cluster_ip}; gpus: {node: GPUs the node's facts found}; munge: {node: checksum of its munge key, None if absent},
-    the first node's key (the controller's copy) is the reference. Returns [(node, problem, fix)].
+    cluster_ip}; gpus: {node: GPUs the node's facts found}; munge: {node: checksum of its munge key, None if absent};
+    the key most nodes hold is the reference (the first node's on a tie). Returns [(node, problem, fix)].
     """
     problems = []
-    reference = munge.get(nodes[0]) if nodes else None
+    keys = [munge[node] for node in nodes if munge.get(node)]
+    reference = max(keys, key=keys.count) if keys else None
+    holder = next((node for node in nodes if munge.get(node) == reference), None)
     for node in nodes:
         if node in munge:
             if munge[node] is None:
                 problems.append((node, "has no munge key", "run site.yml (role slurm copies the controller's key)"))
             elif munge[node] != reference:
                 problems.append((node, "has another munge key than %s: Slurm refuses its credentials (Invalid "
-                                       "credential, Zero Bytes were transmitted)" % nodes[0],
+                                       "credential, Zero Bytes were transmitted)" % holder,
                                  "run site.yml: role slurm puts the cluster's one key on every node"))
         record = shown.get(node)
         if record is None:
@@ -105,13 +111,14 @@ def check_records(records, shown, gpus, munge):
 
 
 def job_state(squeue_line):
-    """One `squeue --noheader --format=%i|%T|%S|%N` line (or nothing) -> the job's state as the train role reads a
-    node's unit: {ActiveState, SlurmJobId, SlurmState, ExecMainStartTimestamp, SlurmNodes}."""
+    """One `squeue --noheader --format=%i|%T|%S|%N|%r` line (or nothing) -> the job's state as the train role reads a
+    node's unit: {ActiveState, SlurmJobId, SlurmState, ExecMainStartTimestamp, SlurmNodes, SlurmReason}."""
     line = (squeue_line or "").strip().splitlines()
     if not line:
         return {"ActiveState": "inactive"}
-    job_id, state, started, node_list = (line[0].split("|") + ["", "", "", ""])[:4]
+    job_id, state, started, node_list, reason = (line[0].split("|") + ["", "", "", "", ""])[:5]
     active = {"RUNNING": "active", "COMPLETING": "deactivating", "PENDING": "activating", "CONFIGURING": "activating",
               "SUSPENDED": "active", "STOPPED": "active", "REQUEUED": "activating", "RESIZING": "active"}
     return {"ActiveState": active.get(state, "inactive"), "SlurmJobId": job_id, "SlurmState": state,
-            "ExecMainStartTimestamp": started if started not in ("N/A", "Unknown") else None, "SlurmNodes": node_list}
+            "ExecMainStartTimestamp": started if started not in ("N/A", "Unknown") else None, "SlurmNodes": node_list,
+            "SlurmReason": reason if reason not in ("None", "") else None}

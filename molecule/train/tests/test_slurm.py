@@ -95,7 +95,8 @@ def test_a_job_runs_as_one_batch_job_and_stop_cancels_it(node, assert_nothing_le
     status = playbook("train.yml", *JOB_ARGS, "-e", "train_action=status")
     assert status.returncode == 0 and "job %s: running" % JOB in status.stdout, status.stdout[-3000:]
     assert all((job_dir / ("%s.log" % name)).exists() for name in CLUSTER)
-    assert list(job_dir.glob("slurm-*.out")) and json.loads((job_dir / "job.json").read_text())["launcher"] == "sbatch"
+    assert json.loads((job_dir / "job.json").read_text())["launcher"] == "sbatch"
+    assert "submitted to Slurm as batch job" in run.stdout
     stop = playbook("train.yml", *JOB_ARGS, "-e", "train_action=stop")
     assert stop.returncode == 0 and "job %s: stopped" % JOB in stop.stdout, stop.stdout[-3000:]
     assert squeue(node) == ""

@@ -145,12 +145,12 @@ def test_slurm_names_a_drained_node_and_a_munge_key_that_differs():
             "NodeName=node2 State=IDLE+DRAIN NodeAddr=10.0.0.2 Gres=(null) Reason=maint [root@2026-12-01T10:00:00]\n"
             "NodeName=node3 State=ALLOCATED NodeAddr=10.0.0.3 Gres=(null)\n")
     out = doctor.slurm(NODES, ["node1", "node2", "node3"], slurm_state.parse_show_node(show), {},
-                       {"node1": "k1", "node2": "k1", "node3": "k2"})
+                       {"node1": "k1", "node2": "k1", "node3": "k2"}, "node1")
     assert fails(out) == [
         ("node2", "is IDLE+DRAIN in Slurm (reason: maint [root@2026-12-01T10:00:00]): jobs that need it wait"),
         ("node3", "has another munge key than node1: Slurm refuses its credentials (Invalid credential, Zero Bytes were "
                   "transmitted)")]
     assert [(f["node"], f["detail"]) for f in out if f["status"] == "ok"] == [("node1", "takes work (IDLE)")]
     # A node the controller did not answer for is not judged; slurmctld silent is one failure, not three.
-    assert [f["node"] for f in doctor.slurm(NODES, ["node1"], slurm_state.parse_show_node(show), {}, {})] == ["node1"]
-    assert fails(doctor.slurm(NODES, ["node1"], None, {}, {})) == [("node1", "slurmctld did not answer scontrol")]
+    assert [f["node"] for f in doctor.slurm(NODES, ["node1"], slurm_state.parse_show_node(show), {}, {}, "node1")] == ["node1"]
+    assert fails(doctor.slurm(NODES, ["node1"], None, {}, {}, "node2")) == [("node2", "slurmctld did not answer scontrol on node2")]

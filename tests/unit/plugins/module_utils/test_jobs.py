@@ -84,6 +84,9 @@ def test_a_slurm_job_stands_for_every_node_until_a_part_ends():
                          {n: [] for n in NODES}, RECORD, ADDRESSES)
     assert [row[1] for row in status['rows']] == ['running', 'failed: exited 1', 'running']
     assert status['first_failed'] == 'node2'
+    queued = jobs.status(NODES, {n: dict(slurm_job, SlurmState='PENDING', SlurmReason='ReqNodeNotAvail') for n in NODES},
+                         {n: None for n in NODES}, {n: [] for n in NODES}, RECORD, ADDRESSES)
+    assert queued['verdict'] == 'queued in Slurm (ReqNodeNotAvail)' and queued['rows'][0][1] == 'queued: ReqNodeNotAvail'
     # A unit that runs on (systemd) is running whatever an old record says.
     unit = jobs.status(NODES, {n: RUNNING for n in NODES}, {'node1': None, 'node2': ended, 'node3': None},
                        {n: [] for n in NODES}, RECORD, ADDRESSES)

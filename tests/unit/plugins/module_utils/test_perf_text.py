@@ -121,7 +121,8 @@ def test_srun_names_the_tasks_that_failed():
     result = parse_perf_output(text)
     assert result['failed_processes'] == [
         {'rank': 1, 'host': 'node2', 'pid': None, 'signal': None, 'signal_name': None, 'exit_code': 1},
-        {'rank': 2, 'host': 'node3', 'pid': None, 'signal': 9, 'signal_name': 'Killed', 'exit_code': None}]
+        {'rank': 2, 'host': 'node3', 'pid': None, 'signal': 9, 'signal_name': 'Killed', 'exit_code': None},
+        {'rank': 3, 'host': 'node3', 'pid': None, 'signal': 9, 'signal_name': 'Killed', 'exit_code': None}]
     assert 'srun: Required node not available (down, drained or reserved)' in result['errors']
 
 

@@ -31,6 +31,12 @@ def test_unavailable_names_the_state_and_reason():
     assert slurm.unavailable({"State": "DOWN+NOT_RESPONDING"}) == "DOWN+NOT_RESPONDING in Slurm"
     assert slurm.unavailable({"State": "MIXED"}) is None and slurm.unavailable({"State": "ALLOCATED"}) is None
     assert slurm.unavailable({"State": "idle*"}) == "IDLE+NOT_RESPONDING in Slurm"
+    assert slurm.unavailable({"State": "IDLE+MAINT"}) == "IDLE+MAINT in Slurm"
+    # Slurm's own reasons hold "key=value" text: the reason is all of it.
+    rebooted = slurm.parse_show_node("NodeName=n1 State=DOWN NodeAddr=10.0.0.1 Reason=Node unexpectedly rebooted "
+                                     "boot_time=1764600000 last response=1764599000 [slurm@2026-12-01T10:00:00]")["n1"]
+    assert rebooted["Reason"] == ("Node unexpectedly rebooted boot_time=1764600000 last response=1764599000 "
+                                  "[slurm@2026-12-01T10:00:00]") and rebooted["NodeAddr"] == "10.0.0.1"
 
 
 def test_gres_gpus():
@@ -52,6 +58,10 @@ def test_check_records_names_each_node_and_cause():
     assert other_key[0][:2] == ("node2", "has another munge key than node1: Slurm refuses its credentials (Invalid "
                                          "credential, Zero Bytes were transmitted)")
     assert slurm.check_records(RECORDS, {}, {}, {})[0][1] == "is not a Slurm node (slurm.conf lists no node1)"
+    # The key most nodes hold is the reference: a stale key on the first node is named there, not on the others.
+    stale_first = slurm.check_records(RECORDS, shown, {}, {"node1": "old", "node2": "new", "node3": "new"})
+    assert [(node, problem[:40]) for node, problem, _fix in stale_first if "munge" in problem] == [
+        ("node1", "has another munge key than node2: Slurm ")]
 
 
 def test_check_records_uses_slurms_short_names():
@@ -63,7 +73,8 @@ def test_job_state_reads_squeue():
     assert slurm.job_state("") == {"ActiveState": "inactive"}
     assert slurm.job_state("18|RUNNING|2026-12-01T22:54:21|node[1-3]\n") == {
         "ActiveState": "active", "SlurmJobId": "18", "SlurmState": "RUNNING", "ExecMainStartTimestamp": "2026-12-01T22:54:21",
-        "SlurmNodes": "node[1-3]"}
-    assert slurm.job_state("19|PENDING|N/A|")["ActiveState"] == "activating"
+        "SlurmNodes": "node[1-3]", "SlurmReason": None}
+    assert slurm.job_state("19|PENDING|N/A||Resources")["ActiveState"] == "activating"
+    assert slurm.job_state("19|PENDING|N/A||ReqNodeNotAvail")["SlurmReason"] == "ReqNodeNotAvail"
     assert slurm.job_state("19|PENDING|N/A|")["ExecMainStartTimestamp"] is None
     assert slurm.job_state("19|COMPLETING|2026-12-01T22:54:21|node1")["ActiveState"] == "deactivating"
