@@ -7,7 +7,6 @@ import time
 import pytest
 from testbed_fixtures import CLUSTER, INVENTORY, playbook
 
-REPORTS = INVENTORY.parent / "reports"
 SHARED = INVENTORY.parent / ".state" / "shared"
 JOB = "slurm1"
 COMMAND = ('torchrun --nnodes="$NNODES" --node_rank="$NODE_RANK" --nproc_per_node="$NPROC_PER_NODE" '
@@ -46,18 +45,20 @@ def test_one_munge_key_readable_by_munge_alone(node):
     assert "Success (0)" in decoded.splitlines()[0], decoded
 
 
-def test_the_ladder_and_the_torchrun_rungs_pass_through_srun():
+def test_the_ladder_and_the_torchrun_rungs_pass_through_srun(tmp_path):
+    # Reports of its own: the other tests read the converge's (launched without Slurm).
+    reports = tmp_path / "reports"
     start = time.monotonic()
-    run = playbook("verify.yml", "-e", "verify_launcher=srun")
+    run = playbook("verify.yml", "-e", "verify_launcher=srun", "-e", "cluster_report_dir=%s" % reports)
     print("verify.yml through srun: %.1f s" % (time.monotonic() - start))
     assert run.returncode == 0, run.stdout[-3000:]
-    cpu = next(step for step in json.loads((REPORTS / "verify.json").read_text()) if step["rung"] == "cpu")
+    cpu = next(step for step in json.loads((reports / "verify.json").read_text()) if step["rung"] == "cpu")
     assert cpu["verdict"] == "PASS" and cpu["runs"][0]["ranks"] == 3
-    assert (REPORTS / "verify" / "cpu-node1.log").read_text().startswith("$ srun --label --mpi=pmix --nodes=3 --ntasks=3")
-    rungs = json.loads((REPORTS / "torchrun.json").read_text())
+    assert (reports / "verify" / "cpu-node1.log").read_text().startswith("$ srun --label --mpi=pmix --nodes=3 --ntasks=3")
+    rungs = json.loads((reports / "torchrun.json").read_text())
     assert [(r["rung"], r["passed"]) for r in rungs] == [("torchrun", True), ("train", True)]
     for name in CLUSTER:
-        assert (REPORTS / "torchrun" / ("allreduce-%s.log" % name)).read_text().startswith(
+        assert (reports / "torchrun" / ("allreduce-%s.log" % name)).read_text().startswith(
             "$ srun --nodes=1 --ntasks=1 --exclusive --kill-on-bad-exit=1 --nodelist=%s" % name)
 
 
