@@ -5,13 +5,12 @@ import json
 import time
 
 import pytest
+# The units' job command (the torchrun rung's training script) is the batch job's too.
+from test_train_job import COMMAND
 from testbed_fixtures import CLUSTER, INVENTORY, playbook
 
 SHARED = INVENTORY.parent / ".state" / "shared"
 JOB = "slurm1"
-COMMAND = ('torchrun --nnodes="$NNODES" --node_rank="$NODE_RANK" --nproc_per_node="$NPROC_PER_NODE" '
-           '--master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" --redirects 1 --tee 1 /opt/trainops/bin/train_ddp.py '
-           '--checkpoint-dir "$TRAINOPS_CHECKPOINT_DIR" --resume auto --steps 200 --save-every 5 --step-seconds 0.5')
 JOB_ARGS = ["-e", "train_job=%s" % JOB, "-e", "train_launcher=sbatch"]
 
 
