@@ -4,7 +4,10 @@
 
 The rung's programs (roles/torchrun/files) print JSON lines prefixed "TRAINOPS "; torchrun, Python and the
 launcher add their own lines. Every line may carry a prefix (torchrun --tee's "[default0]:", srun --label's
-" 0: ", mpirun --tag-output's "[1,0]<stdout>:"), so records are found anywhere in a line.
+" 0: ", mpirun --tag-output's "[1,0]<stdout>:"), so records are found anywhere in a line. torchrun --tee copies a
+rank's log file line by line as it grows: a line read before its newline was written is copied without one, and the
+next copy (the newline, or another rank's line) is glued behind it; each record is therefore decoded on its own and
+what follows it in the line is not part of it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import base64
 import json
 import re
 
-_RECORD_RE = re.compile(r'TRAINOPS (\{.*\})\s*$')
+_RECORD_MARK = "TRAINOPS {"
+_DECODER = json.JSONDecoder()
 _PREFIX_RE = re.compile(r'^(?:\[[^\]]*\]:|\[[^\]]*\]<\w+>:|\s*\d+: )')
 # The master's store gave up on the agents that never came: torch 1.13 (RuntimeError) and 2.x (DistStoreError).
 _CLIENTS_RE = re.compile(r'Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined')
@@ -23,6 +27,20 @@ _FAILURE_START_RE = re.compile(r'^\[(\d+)\]:\s*$')
 _FAILURE_FIELD_RE = re.compile(r'^\s*(time|host|rank|exitcode|traceback)\s*:\s*(.*?)\s*$')
 _SIGNAL_RE = re.compile(r'Signal (\d+) \((SIG\w+)\)')
 _MAX_ERRORS = 5
+
+
+def _records(line):
+    """The JSON records in one output line, however torchrun's tail glued copies together."""
+    found, start = [], line.find(_RECORD_MARK)
+    while start >= 0:
+        try:
+            record, end = _DECODER.raw_decode(line, start + len(_RECORD_MARK) - 1)
+        except ValueError:
+            record, end = None, start + len(_RECORD_MARK)
+        if isinstance(record, dict):
+            found.append(record)
+        start = line.find(_RECORD_MARK, end)
+    return found
 
 
 def _strip(line):
@@ -44,14 +62,8 @@ def parse_output(text):
     parsed = {"records": [], "failures": [], "errors": [], "clients": None}
     failure = None
     for raw in (text or "").splitlines():
-        match = _RECORD_RE.search(raw)
-        if match:
-            try:
-                record = json.loads(match.group(1))
-            except ValueError:
-                record = None
-            if isinstance(record, dict):
-                parsed["records"].append(record)
+        if _RECORD_MARK in raw:
+            parsed["records"] += _records(raw)
             continue
         line = _strip(raw).strip()
         # "[1]:" heads a failure entry, and looks like torchrun's own "[default1]:" prefix.

@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import time
 
 import torch
@@ -43,7 +44,10 @@ FEATURES = 16
 
 
 def emit(event, **fields):
-    print("TRAINOPS " + json.dumps(dict(event=event, **fields), sort_keys=True), flush=True)
+    # One write, newline included: torchrun --tee copies the log file as it grows, and print() writes the line and its
+    # newline apart (unbuffered, as the launch runs), so a copy could end between them.
+    sys.stdout.write("TRAINOPS " + json.dumps(dict(event=event, **fields), sort_keys=True) + "\n")
+    sys.stdout.flush()
 
 
 def arguments():

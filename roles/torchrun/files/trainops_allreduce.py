@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import socket
+import sys
 import time
 
 import torch
@@ -28,7 +29,10 @@ import torch.distributed as dist
 
 
 def emit(event, **fields):
-    print("TRAINOPS " + json.dumps(dict(event=event, **fields), sort_keys=True), flush=True)
+    # One write, newline included: torchrun --tee copies the log file as it grows, and print() writes the line and its
+    # newline apart (unbuffered, as the launch runs), so a copy could end between them.
+    sys.stdout.write("TRAINOPS " + json.dumps(dict(event=event, **fields), sort_keys=True) + "\n")
+    sys.stdout.flush()
 
 
 def arguments():

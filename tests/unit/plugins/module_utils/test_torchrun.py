@@ -76,6 +76,13 @@ def test_records_and_messages_parse_alike_behind_every_launchers_prefix(prefix):
     assert parsed['errors'] == ['RuntimeError: Timed out after 21 seconds waiting for clients. 2/3 clients joined.']
 
 
+def test_records_glued_together_by_torchruns_tail_are_all_found():
+    # torchrun --tee copied the record before its newline was written: the next copy is glued behind it.
+    text = ('[default0]:TRAINOPS {"event": "step", "step": 7, "loss": 0.25}[default1]:TRAINOPS {"event": "step", "step": 7}\n'
+            '[default0]:\n[default1]:TRAINOPS {"event": "done", "step": 8[default0]:\n')
+    assert torchrun.parse_output(text)['records'] == [{'event': 'step', 'step': 7, 'loss': 0.25}, {'event': 'step', 'step': 7}]
+
+
 def test_strip_prefixes_leaves_nccl_lines_for_its_parser():
     assert torchrun.strip_prefixes('[default0]:node1:9:9 [0] NCCL INFO NET/Socket : Using [0]eth1:10.96.0.11<0>') == (
         'node1:9:9 [0] NCCL INFO NET/Socket : Using [0]eth1:10.96.0.11<0>')
