@@ -18,6 +18,12 @@ def squeue(node):
     return node("node1").check_output("squeue --noheader --name trainops-job-%s --format '%%T %%N'", JOB)
 
 
+def verdict_reasons(reports):
+    """What the failed steps and rungs said, the first lines worth reading when the ladder failed."""
+    steps = [json.loads(path.read_text()) for path in (reports / "verify.json", reports / "torchrun.json") if path.exists()]
+    return [(step["label"], step.get("reasons") or step.get("runs")) for step in sum(steps, []) if step.get("passed") is False]
+
+
 @pytest.fixture(name="node2_drained")
 def node2_drained_fixture(node):
     node("node1").check_output("scontrol update nodename=node2 state=drain reason='trainops test: disk replaced'")
@@ -50,7 +56,7 @@ def test_the_ladder_and_the_torchrun_rungs_pass_through_srun(tmp_path):
     start = time.monotonic()
     run = playbook("verify.yml", "-e", "verify_launcher=srun", "-e", "cluster_report_dir=%s" % reports)
     print("verify.yml through srun: %.1f s" % (time.monotonic() - start))
-    assert run.returncode == 0, run.stdout[-3000:]
+    assert run.returncode == 0, verdict_reasons(reports) or run.stdout[-3000:]
     cpu = next(step for step in json.loads((reports / "verify.json").read_text()) if step["rung"] == "cpu")
     assert cpu["verdict"] == "PASS" and cpu["runs"][0]["ranks"] == 3
     assert (reports / "verify" / "cpu-node1.log").read_text().startswith("$ srun --label --mpi=pmix --nodes=3 --ntasks=3")
