@@ -1,9 +1,13 @@
-"""Fault injection: each classic hang alone, named by doctor.yml within 30 s; site.yml repairs; check mode.
+"""Fault injection: each classic hang alone, named by doctor.yml within 30 s; check mode; site.yml repairs.
 
-Tests run in file order; each fault test leaves the cluster healthy again for the next one.
+Tests run in file order; each fault test leaves the cluster healthy again for the next one. A fault that the last test
+injects again (with the others, under check mode) is undone here by restoring what it changed: the last test is where
+site.yml proves that it repairs them, in one run instead of one run per fault.
 """
 
+import contextlib
 import json
+import re
 import subprocess
 import time
 
@@ -36,6 +40,16 @@ def assert_named(*needles, args=()):
     return run
 
 
+@contextlib.contextmanager
+def restored(host, *paths):
+    """Puts the files back as they were (owner, mode and content) when the block ends, failed or not."""
+    host.check_output(" && ".join("cp -a %s %s.before-fault" % (path, path) for path in paths))
+    try:
+        yield
+    finally:
+        host.check_output(" && ".join("mv -f %s.before-fault %s" % (path, path) for path in paths))
+
+
 def repair(*tags):
     args = ("--tags", ",".join(tags)) if tags else ()
     run = playbook("site.yml", *args)
@@ -52,9 +66,9 @@ def test_healthy_cluster_passes(node):
 
 
 def test_a_hosts_line_removed(node):
-    node("node2").check_output("sed -i '/\\tnode3$/d' /etc/hosts")
-    assert_named("cannot resolve node3")
-    repair("hosts")
+    with restored(node("node2"), "/etc/hosts"):
+        node("node2").check_output("sed -i '/\\tnode3$/d' /etc/hosts")
+        assert_named("cannot resolve node3")
 
 
 def test_b_two_nodes_with_the_same_hostname(node):
@@ -64,21 +78,25 @@ def test_b_two_nodes_with_the_same_hostname(node):
 
 
 def test_c_authorized_keys_emptied(node):
-    node("node2").check_output(": > /home/train/.ssh/authorized_keys")
-    assert_named("-> node2 (name): permission denied")
-    repair("cluster_user")
+    with restored(node("node2"), "/home/train/.ssh/authorized_keys"):
+        node("node2").check_output(": > /home/train/.ssh/authorized_keys")
+        assert_named("-> node2 (name): permission denied")
 
 
 def test_d_master_port_dropped_on_the_master(node):
-    node("node1").check_output("nft insert rule inet trainops input tcp dport 29500 drop")
-    assert_named("node2 -> node1:29500 timed out", "node3 -> node1:29500 timed out")
-    repair("firewall")
+    # A rule of the role's own table, with the handle to delete it by.
+    echo = node("node1").check_output("nft --echo --handle insert rule inet trainops input tcp dport 29500 drop")
+    handle = re.search(r"# handle (\d+)", echo).group(1)
+    try:
+        assert_named("node2 -> node1:29500 timed out", "node3 -> node1:29500 timed out")
+    finally:
+        node("node1").check_output("nft delete rule inet trainops input handle %s" % handle)
 
 
 def test_e_nccl_interface_missing(node):
-    node("node2").check_output("sed -i 's/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=ib9/' /etc/trainops/launch.env")
-    assert_named("NCCL_SOCKET_IFNAME=ib9: no such interface")
-    repair("launch")
+    with restored(node("node2"), "/etc/trainops/launch.env"):
+        node("node2").check_output("sed -i 's/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=ib9/' /etc/trainops/launch.env")
+        assert_named("NCCL_SOCKET_IFNAME=ib9: no such interface")
 
 
 def test_f_version_drift(node):
@@ -92,21 +110,21 @@ def test_f_version_drift(node):
 
 
 def test_g_master_addr_loopback(node):
-    node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
-    assert_named("MASTER_ADDR=127.0.0.1 is loopback")
-    repair("launch")
+    with restored(node("node3"), "/etc/trainops/launch.env"):
+        node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
+        assert_named("MASTER_ADDR=127.0.0.1 is loopback")
 
 
 def test_h_shm_64m_in_the_wrapper(node):
-    node("node2").check_output("sed -i 's/--ipc host/--ipc private --shm-size 64m/' /usr/local/bin/trainops-run")
-    assert_named("/dev/shm inside trainops-run is 64 MiB")
-    repair("containers")
+    with restored(node("node2"), "/usr/local/bin/trainops-run"):
+        node("node2").check_output("sed -i 's/--ipc host/--ipc private --shm-size 64m/' /usr/local/bin/trainops-run")
+        assert_named("/dev/shm inside trainops-run is 64 MiB")
 
 
 def test_i_shared_mount_missing(node):
-    node("node2").check_output("sed -i '\\# /mnt/shared #d' /etc/fstab")
-    assert_named("no /mnt/shared entry in /etc/fstab")
-    repair("shared_storage")
+    with restored(node("node2"), "/etc/fstab"):
+        node("node2").check_output("sed -i '\\# /mnt/shared #d' /etc/fstab")
+        assert_named("no /mnt/shared entry in /etc/fstab")
 
 
 def test_j_tensor_parallel_does_not_divide_heads():
