@@ -18,6 +18,10 @@ def slurm_node_problems(show_text, nodes, gpus, munge):
     return [{"node": node, "problem": problem, "fix": fix} for node, problem, fix in problems]
 
 
+def slurm_cpu_layout(facts):
+    return " ".join("%s=%d" % item for item in slurm.cpu_layout(dict(facts or {})).items())
+
+
 def slurm_job_state(squeue_text):
     return slurm.job_state(str(squeue_text or ""))
 
@@ -28,4 +32,5 @@ class FilterModule:
             "slurm_nodes_shown": slurm_nodes_shown,
             "slurm_node_problems": slurm_node_problems,
             "slurm_job_state": slurm_job_state,
+            "slurm_cpu_layout": slurm_cpu_layout,
         }

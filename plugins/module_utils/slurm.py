@@ -122,3 +122,16 @@ def job_state(squeue_line):
     return {"ActiveState": active.get(state, "inactive"), "SlurmJobId": job_id, "SlurmState": state,
             "ExecMainStartTimestamp": started if started not in ("N/A", "Unknown") else None, "SlurmNodes": node_list,
             "SlurmReason": reason if reason not in ("None", "") else None}
+
+
+def cpu_layout(facts):
+    """A node's CPUs for its slurm.conf line, from Ansible's hardware facts: {CPUs, Sockets, CoresPerSocket,
+    ThreadsPerCore}, or {CPUs} alone where the layout does not multiply to the CPU count (cpuinfo without physical
+    ids, as on some ARM servers): with CPUs alone Slurm takes every CPU for a socket of one core, which is still
+    schedulable, while a layout unlike the node's drains it."""
+    facts = facts or {}
+    cpus = int(facts.get("processor_vcpus") or 0)
+    layout = [facts.get(key) for key in ("processor_count", "processor_cores", "processor_threads_per_core")]
+    if not all(isinstance(value, int) and value > 0 for value in layout) or layout[0] * layout[1] * layout[2] != cpus:
+        return {"CPUs": cpus}
+    return {"CPUs": cpus, "Sockets": layout[0], "CoresPerSocket": layout[1], "ThreadsPerCore": layout[2]}

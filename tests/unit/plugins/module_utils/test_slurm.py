@@ -4,6 +4,7 @@
 
 from pathlib import Path
 
+from ansible_collections.trainops.cluster.plugins.filter.slurm import slurm_cpu_layout
 from ansible_collections.trainops.cluster.plugins.module_utils import slurm
 from ansible_collections.trainops.cluster.plugins.module_utils.inventory import node_records
 
@@ -78,3 +79,20 @@ def test_job_state_reads_squeue():
     assert slurm.job_state("19|PENDING|N/A||ReqNodeNotAvail")["SlurmReason"] == "ReqNodeNotAvail"
     assert slurm.job_state("19|PENDING|N/A|")["ExecMainStartTimestamp"] is None
     assert slurm.job_state("19|COMPLETING|2026-12-01T22:54:21|node1")["ActiveState"] == "deactivating"
+
+
+def test_cpu_layout_states_sockets_cores_and_threads_where_they_make_up_the_cpus():
+    h200_server = {"processor_vcpus": 224, "processor_count": 2, "processor_cores": 56, "processor_threads_per_core": 2}
+    assert slurm.cpu_layout(h200_server) == {"CPUs": 224, "Sockets": 2, "CoresPerSocket": 56, "ThreadsPerCore": 2}
+    assert slurm_cpu_layout(h200_server) == "CPUs=224 Sockets=2 CoresPerSocket=56 ThreadsPerCore=2"
+    # This machine's two vCPUs, as the podman nodes see them.
+    assert slurm.cpu_layout({"processor_vcpus": 2, "processor_count": 1, "processor_cores": 2, "processor_threads_per_core": 1}) == {
+        "CPUs": 2, "Sockets": 1, "CoresPerSocket": 2, "ThreadsPerCore": 1}
+
+
+def test_cpu_layout_states_cpus_alone_where_the_layout_does_not_add_up():
+    # A cpuinfo without physical ids: every CPU counted as a socket of the reported cores.
+    assert slurm.cpu_layout({"processor_vcpus": 144, "processor_count": 144, "processor_cores": 72, "processor_threads_per_core": 1}) == {
+        "CPUs": 144}
+    assert slurm.cpu_layout({"processor_vcpus": 8, "processor_count": "NA"}) == {"CPUs": 8}
+    assert slurm.cpu_layout({"processor_vcpus": 8}) == {"CPUs": 8}
