@@ -19,7 +19,7 @@ def slurm_node_problems(show_text, nodes, gpus, munge):
 
 
 def slurm_cpu_layout(facts):
-    return " ".join("%s=%d" % item for item in slurm.cpu_layout(dict(facts or {})).items())
+    return " ".join("%s=%d" % item for item in slurm.cpu_layout(facts).items())
 
 
 def slurm_job_state(squeue_text):

@@ -5,6 +5,7 @@ import json
 import time
 
 import pytest
+from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
 from testbed_fixtures import CLUSTER, INVENTORY, playbook
 
 JOB = "ddp1"
@@ -29,11 +30,10 @@ def status():
 
 
 def steps_of(job, node):
-    """The steps rank 0 of job logged, in order."""
+    """The steps rank 0 of job logged, in order, read as the torchrun rungs read them."""
     log = SHARED / "jobs" / job / ("%s.log" % node)
-    lines = log.read_text().splitlines() if log.exists() else []
-    # raw_decode: torchrun's --tee may put the next line's "[default0]:" right after a record.
-    return [json.JSONDecoder().raw_decode(line.split("TRAINOPS ", 1)[1])[0]["step"] for line in lines if '"event": "step"' in line]
+    records = torchrun.parse_output(log.read_text())["records"] if log.exists() else []
+    return [record["step"] for record in records if record.get("event") == "step"]
 
 
 def steps(node):
