@@ -15,7 +15,8 @@ description:
   - Loads it when O(src) changed since the last load, and also when the live table no longer matches what
     was loaded (someone edited the rules at run time), so a re-run repairs drift and otherwise changes nothing.
   - Before loading, it can arm a rollback, a systemd timer that restores the previous table after
-    O(rollback_seconds) unless the caller stops the timer once it has proved that it can still connect.
+    O(rollback_seconds) (to the second) unless the caller stops the timer once it has proved that it can still
+    connect.
 options:
   src:
     description: The ruleset file on the node; it must define the table O(family) O(name) and nothing else.
@@ -154,8 +155,11 @@ def main():
         # A rollback left armed or fired by an earlier run would make systemd-run refuse the unit name.
         run_bounded(module, [systemctl, "stop", unit + ".timer"], NFT_TIMEOUT)
         run_bounded(module, [systemctl, "reset-failed", unit + ".timer", unit + ".service"], NFT_TIMEOUT)
+        # AccuracySec: a timer's default of 1 min lets systemd fire it up to a minute late (at a point of each minute
+        # fixed by the boot ID, so every container on a host is late alike), and the caller waits rollback_seconds.
         rc, out, err, timed_out = run_bounded(module, [
             module.get_bin_path("systemd-run", required=True), "--unit", unit, "--on-active=%ds" % p["rollback_seconds"],
+            "--timer-property=AccuracySec=1s",
             "--description", "Restore nftables table %s %s unless the new rules are confirmed" % tuple(table),
             nft_bin, "-f", base + ".rollback"], NFT_TIMEOUT)
         if rc != 0:
