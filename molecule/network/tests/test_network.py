@@ -162,5 +162,5 @@ def test_rules_that_cut_the_controller_off_are_rolled_back(node):
     repaired = time.monotonic() - start
     print("lockout named after %.1f s, the repair run took %.1f s" % (locked_out, repaired))
     # The rollback fires when it says (a timer left at systemd's 1 min accuracy fired up to a minute late).
-    assert locked_out - repaired < 15 + 20
+    assert locked_out - repaired < 15 + 15
     assert {name: node(name).check_output("nft -s list table inet trainops") for name in CLUSTER} == before

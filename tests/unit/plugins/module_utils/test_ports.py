@@ -124,9 +124,9 @@ def test_listeners_close_once_every_peer_has_connected_to_each():
     time.sleep(0.3)
     assert acceptor.is_alive()  # 127.0.0.4 has not connected to port_b yet
     connect_from("127.0.0.4", "127.0.0.2", port_b)
-    acceptor.join(1)
+    acceptor.join(5)
     assert not acceptor.is_alive()
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < 5  # well before the 10 s deadline, with room for a loaded machine
     assert all(sock.fileno() == -1 for sock in socks)
 
 
