@@ -9,6 +9,14 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 
+def script(path, body):
+    """An executable /bin/sh script at path (its directory made): a fake of the command a module runs."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
 def run_module(module, capsys, **args):
     """The module's JSON result for these arguments (exit_json and fail_json both end in SystemExit)."""
     with patch_module_args(args):

@@ -17,6 +17,7 @@ from ansible_collections.trainops.cluster.plugins.module_utils.perf_json import 
 from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
 from ansible_collections.trainops.cluster.plugins.modules import allreduce_run
 import helpers.modules
+from helpers.modules import script
 
 ROOT = Path(__file__).resolve().parents[4]
 REAL = ROOT / 'tests' / 'fixtures' / 'gpu' / 'h200x2'
@@ -24,12 +25,6 @@ VARIANTS = ROOT / 'tests' / 'fixtures' / 'nccl_tests'
 CPU_PROGRAM = ROOT / 'roles' / 'verify' / 'files' / 'cpu_allreduce.py'
 SYSTEM_PYTHON = '/usr/bin/python3'
 RESULT_KEYS = {'rc', 'timed_out', 'seconds', 'cmd', 'output', 'result', 'debug', 'json_removed', 'changed', 'failed'}
-
-
-def script(path, body):
-    path.write_text('#!/bin/sh\n' + body + '\n')
-    path.chmod(0o755)
-    return str(path)
 
 
 @pytest.fixture(autouse=True)

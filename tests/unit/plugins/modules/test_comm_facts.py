@@ -16,6 +16,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils import comm_discovery
 from ansible_collections.trainops.cluster.plugins.modules import comm_facts
 import helpers.modules
+from helpers.modules import script
 
 FIXTURES = Path(__file__).resolve().parents[3] / 'fixtures'
 REAL = FIXTURES / 'gpu' / 'h200x2'
@@ -23,12 +24,6 @@ COMM = FIXTURES / 'comm'
 
 FACT_KEYS = {'nccl', 'torch', 'python', 'cuda_toolkit', 'mpi', 'nccl_tests', 'net_plugins', 'infiniband', 'interfaces',
              'nccl_socket_ifname', 'nccl_socket_ifname_reason', 'shm', 'memlock', 'ip_local_port_range', 'kernel', 'os', 'unavailable'}
-
-
-def script(path, body):
-    path.write_text('#!/bin/sh\n' + body + '\n')
-    path.chmod(0o755)
-    return str(path)
 
 
 @pytest.fixture

@@ -12,16 +12,11 @@ import pytest
 
 from ansible_collections.trainops.cluster.plugins.modules import gpu_facts
 import helpers.modules
+from helpers.modules import script
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu"
 REPLAY = FIXTURES / "variants" / "nvidia-smi-replay"
 KERNEL_LOG = FIXTURES / "variants" / "kernel-log"
-
-
-def script(path, body):
-    path.write_text("#!/bin/sh\n" + body + "\n")
-    path.chmod(0o755)
-    return str(path)
 
 
 @pytest.fixture

@@ -10,19 +10,13 @@ import pytest
 
 from ansible_collections.trainops.cluster.plugins.modules import nccl_tests_state
 import helpers.modules
+from helpers.modules import script
 
 USAGE_WITH_J = ('USAGE: all_reduce_perf \n\t[-t,--nthreads <num threads>] \n\t'
                 '[-J,--output_file <file> write output to filepath, if accessible. Infer type from suffix (only json supported presently.)] \n\t'
                 '[-h,--help]\n')
 USAGE_WITHOUT_J = 'USAGE: all_reduce_perf \n\t[-t,--nthreads <num threads>] \n\t[-h,--help]\n'
 STAMP = 'source: git https://github.com/NVIDIA/nccl-tests.git v2.19.6\nnccl: /x/libnccl.so.2 3 1.5\ncuda: /usr/local/cuda 13.0\nmpi: /usr\n'
-
-
-def script(path, body):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text('#!/bin/sh\n' + body + '\n')
-    path.chmod(0o755)
-    return str(path)
 
 
 def usage_script(path, usage, rc=0):

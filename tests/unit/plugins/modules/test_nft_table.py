@@ -5,20 +5,19 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from ansible_collections.trainops.cluster.plugins.modules import nft_table
 import helpers.modules
+from helpers.modules import script
 
 OLD = "table inet trainops {\n\tchain input {\n\t\ttcp dport 22 accept\n\t}\n}\n"
 NEW = "table inet trainops {\n\tchain input {\n\t\ttcp dport 2222 accept\n\t}\n}\n"
 
 # `nft -s list table inet trainops` prints the live file; `nft -f F` makes F live; `nft -c -f F` refuses a file
 # holding "syntax error", as nft would.
-FAKE_NFT = """#!/bin/sh
-echo "nft $*" >> "$FAKE/calls"
+FAKE_NFT = """echo "nft $*" >> "$FAKE/calls"
 case "$1" in
   -s) [ -f "$FAKE/live" ] || { echo 'Error: No such file or directory' >&2; exit 1; }; cat "$FAKE/live" ;;
   -c) ! grep -q 'syntax error' "$3" || { echo "$3:1:1-6: Error: syntax error" >&2; exit 1; } ;;
@@ -27,19 +26,14 @@ esac
 """
 
 
-def script(path, body):
-    path.write_text(body)
-    path.chmod(0o755)
-
-
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """A node whose live table is OLD, with a rollback that systemd-run records instead of arming."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     script(bindir / "nft", FAKE_NFT)
-    script(bindir / "systemctl", '#!/bin/sh\necho "systemctl $*" >> "$FAKE/calls"\n')
-    script(bindir / "systemd-run", '#!/bin/sh\necho "systemd-run $*" >> "$FAKE/calls"\nexit "${FAKE_RUN_RC:-0}"\n')
+    script(bindir / "systemctl", 'echo "systemctl $*" >> "$FAKE/calls"')
+    script(bindir / "systemd-run", 'echo "systemd-run $*" >> "$FAKE/calls"\nexit "${FAKE_RUN_RC:-0}"')
     monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ.get("PATH", "/usr/bin:/bin")))
     monkeypatch.setenv("FAKE", str(tmp_path))
     (tmp_path / "live").write_text(OLD)
@@ -52,8 +46,9 @@ def run(fake, capsys, **args):
     return helpers.modules.run_module(nft_table, capsys, **args)
 
 
-def calls(fake, program):
-    path = Path(fake / "calls")
+def take_calls(fake, program):
+    """The calls of program since the last look (the record is emptied)."""
+    path = fake / "calls"
     lines = path.read_text().splitlines() if path.exists() else []
     path.unlink(missing_ok=True)
     return [line for line in lines if line.startswith(program + " ")]
@@ -66,7 +61,7 @@ def test_load_arms_a_rollback_to_the_previous_table_that_fires_on_time(fake, cap
     assert (fake / "live").read_text() == NEW
     rollback = fake / "state" / "nft-inet-trainops.rollback"
     assert rollback.read_text() == "table inet trainops\ndelete table inet trainops\n" + OLD
-    armed = calls(fake, "systemd-run")
+    armed = take_calls(fake, "systemd-run")
     assert len(armed) == 1
     # A timer's default accuracy (1 min) would let the rollback fire up to a minute after the caller stopped waiting.
     assert " --on-active=15s --timer-property=AccuracySec=1s " in armed[0]
@@ -75,10 +70,10 @@ def test_load_arms_a_rollback_to_the_previous_table_that_fires_on_time(fake, cap
 
 def test_an_unchanged_source_and_table_change_nothing(fake, capsys):
     run(fake, capsys, rollback_seconds=15)
-    calls(fake, "nft")
+    take_calls(fake, "nft")
     result = run(fake, capsys, rollback_seconds=15)
     assert (result["changed"], result["drift"], result["rollback_unit"]) == (False, False, None)
-    assert calls(fake, "nft") == ["nft -s list table inet trainops"]
+    assert take_calls(fake, "nft") == ["nft -s list table inet trainops"]
 
 
 def test_a_hand_edited_live_table_is_drift_and_reloaded(fake, capsys):
@@ -87,7 +82,7 @@ def test_a_hand_edited_live_table_is_drift_and_reloaded(fake, capsys):
     result = run(fake, capsys)
     assert (result["changed"], result["drift"], result["rollback_unit"]) == (True, True, None)
     assert (fake / "live").read_text() == NEW
-    assert calls(fake, "systemd-run") == []
+    assert take_calls(fake, "systemd-run") == []
 
 
 def test_check_mode_shows_the_change_and_loads_nothing(fake, capsys):
@@ -96,7 +91,7 @@ def test_check_mode_shows_the_change_and_loads_nothing(fake, capsys):
     assert result["diff"] == {"before": OLD, "after": NEW, "before_header": "live table",
                               "after_header": str(fake / "firewall.nft")}
     assert (fake / "live").read_text() == OLD
-    assert calls(fake, "systemd-run") == [] and not (fake / "state").exists()
+    assert take_calls(fake, "systemd-run") == [] and not (fake / "state").exists()
 
 
 def test_a_file_that_does_not_load_changes_nothing(fake, capsys):
@@ -105,7 +100,7 @@ def test_a_file_that_does_not_load_changes_nothing(fake, capsys):
     assert result["failed"] is True
     assert result["msg"] == "{0} does not load: {0}:1:1-6: Error: syntax error".format(fake / "firewall.nft")
     assert (fake / "live").read_text() == OLD
-    assert calls(fake, "systemd-run") == []
+    assert take_calls(fake, "systemd-run") == []
 
 
 def test_no_load_without_the_rollback_that_was_asked_for(fake, capsys, monkeypatch):

@@ -8,6 +8,7 @@ import time
 
 from ansible_collections.trainops.cluster.plugins.modules import torchrun_run
 import helpers.modules
+from helpers.modules import script
 from helpers.sockets import free_ports, serving
 
 
@@ -21,17 +22,11 @@ def launch_env(tmp_path, port):
     return str(path)
 
 
-def script(tmp_path, body):
-    path = tmp_path / "launcher"
-    path.write_text("#!/bin/sh\n" + body + "\n")
-    path.chmod(0o755)
-    return str(path)
-
-
 def test_a_launch_that_rendezvouses_reports_its_records_and_the_master_it_reached(tmp_path, capsys):
     port = free_ports(1)[0]
-    launcher = script(tmp_path, 'echo "[default0]:TRAINOPS {\\"event\\": \\"start\\", \\"rank\\": 1}"\n'
-                                'echo "[default0]:TRAINOPS {\\"event\\": \\"result\\", \\"run\\": \\"$TRAINOPS_RUN_ID\\"}"')
+    launcher = script(tmp_path / "launcher",
+                      'echo "[default0]:TRAINOPS {\\"event\\": \\"start\\", \\"rank\\": 1}"\n'
+                      'echo "[default0]:TRAINOPS {\\"event\\": \\"result\\", \\"run\\": \\"$TRAINOPS_RUN_ID\\"}"')
     with serving("127.0.0.1", port):
         out = run_module(capsys, argv=[launcher], run_id="trainops-t1", launch_env=launch_env(tmp_path, port), rendezvous_timeout=3)
     assert out["rc"] == 0 and out["stopped"] is None and not out["failed"]
@@ -43,7 +38,7 @@ def test_a_launch_that_rendezvouses_reports_its_records_and_the_master_it_reache
 
 def test_a_launch_whose_workers_never_start_is_stopped_at_the_rendezvous_limit(tmp_path, capsys):
     port = free_ports(1)[0]
-    launcher = script(tmp_path, "echo agent waiting; sleep 60")
+    launcher = script(tmp_path / "launcher", "echo agent waiting; sleep 60")
     start = time.monotonic()
     out = run_module(capsys, argv=[launcher], run_id="trainops-t2", launch_env=launch_env(tmp_path, port), rendezvous_timeout=2)
     assert out["stopped"] == "not ready" and out["timed_out"]
@@ -54,13 +49,13 @@ def test_a_launch_whose_workers_never_start_is_stopped_at_the_rendezvous_limit(t
 def test_processes_left_by_the_launch_are_ended(tmp_path, capsys):
     port = free_ports(1)[0]
     # A daemon of its own session outlives the launcher's process group, as a container's processes do.
-    launcher = script(tmp_path, 'echo "TRAINOPS {\\"event\\": \\"start\\"}"; setsid sleep 60 </dev/null >/dev/null 2>&1 & sleep 0.5')
+    launcher = script(tmp_path / "launcher", 'echo "TRAINOPS {\\"event\\": \\"start\\"}"; setsid sleep 60 </dev/null >/dev/null 2>&1 & sleep 0.5')
     out = run_module(capsys, argv=[launcher], run_id="trainops-t3", launch_env=launch_env(tmp_path, port), rendezvous_timeout=1)
     assert [p["comm"] for p in out["cleanup"]["found"]] == ["sleep"] and out["cleanup"]["left"] == []
 
 
 def test_a_missing_launch_env_is_reported_not_fatal(tmp_path, capsys):
-    launcher = script(tmp_path, 'echo "TRAINOPS {\\"event\\": \\"start\\"}"')
+    launcher = script(tmp_path / "launcher", 'echo "TRAINOPS {\\"event\\": \\"start\\"}"')
     out = run_module(capsys, argv=[launcher], run_id="trainops-t4", launch_env=str(tmp_path / "none"), rendezvous_timeout=1)
     assert out["launch"] is None and out["probe"]["error"] == "MASTER_ADDR or MASTER_PORT not set"
 
