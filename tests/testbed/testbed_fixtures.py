@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
 """pytest fixtures for testinfra tests of a test cluster: the inventory, and each node over native SSH.
 
 The scenario's inventory is <scenario>/inventory/hosts.yml; the controller's key and known_hosts for the
@@ -20,10 +21,22 @@ PROJECT = Path(__file__).resolve().parents[2]
 SCENARIO = Path(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", Path.cwd()))
 INVENTORY = SCENARIO / "inventory" / "hosts.yml"
 STATE = INVENTORY.parent / ".state"
+# How long the timed steps took, one JSON line each, read by `scripts/benchmark timings` (which holds the targets).
+TIMINGS = PROJECT / "tests" / "output" / "timings.jsonl"
 
 
 def tool(name):
     return shutil.which(name) or str(Path(os.sys.executable).parent / name)
+
+
+def timed(what, seconds, hang_bound=None):
+    """Records how long `what` took, then fails only on a hang. A speed target is no pass/fail condition (a busy
+    machine must not fail a test): scripts/benchmark compares the records with the targets. hang_bound is the
+    never-hang guard, about three times the normal time (None where the caller's own wait already bounds it)."""
+    TIMINGS.parent.mkdir(parents=True, exist_ok=True)
+    with open(TIMINGS, "a") as log:
+        log.write(json.dumps({"scenario": SCENARIO.name, "what": what, "seconds": round(seconds, 1)}) + "\n")
+    assert hang_bound is None or seconds < hang_bound, "%s took %.1f s, over the never-hang bound of %d s" % (what, seconds, hang_bound)
 
 
 def ansible_inventory():

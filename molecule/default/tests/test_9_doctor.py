@@ -1,8 +1,12 @@
-"""Fault injection: each classic hang alone, named by doctor.yml within 30 s; check mode; site.yml repairs.
+"""Fault injection: each classic hang alone, named by doctor.yml (timed: target 30 s, in scripts/benchmark); check mode;
+site.yml repairs.
 
 Tests run in file order; each fault test leaves the cluster healthy again for the next one. A fault that the last test
 injects again (with the others, under check mode) is undone here by restoring what it changed: the last test is where
 site.yml proves that it repairs them, in one run instead of one run per fault.
+
+In the default scenario this file runs last (test_9_): the tests of the files before it read the cluster or put back
+what they change, so these start from the converged cluster; they inject faults, and nothing runs after them.
 """
 
 import contextlib
@@ -11,9 +15,10 @@ import re
 import subprocess
 import time
 
-from testbed_fixtures import HOSTVARS, INVENTORY, PROJECT, STATE, adhoc, playbook, playbook_run
+from testbed_fixtures import HOSTVARS, INVENTORY, PROJECT, STATE, adhoc, playbook, playbook_run, timed
 
-LIMIT = 30
+# A diagnosis takes 15-25 s at 3 nodes (target 30 s, scripts/benchmark); a run past this bound hung.
+HANG_BOUND = 90
 MODEL = PROJECT / "tests" / "fixtures" / "models" / "llama-2-7b-config.json"
 REPORTS = INVENTORY.parent / "reports"
 MANAGED = ["/etc/hosts", "/etc/fstab", "/etc/trainops/launch.env", "/usr/local/bin/trainops-run", "/usr/local/bin/trainops-env",
@@ -24,19 +29,15 @@ MANAGED = ["/etc/hosts", "/etc/fstab", "/etc/trainops/launch.env", "/usr/local/b
 def doctor(*args):
     start = time.monotonic()
     run = playbook("doctor.yml", *args)
-    seconds = time.monotonic() - start
-    # Kept for the record: how long each diagnosis took.
-    with open(REPORTS / "doctor-timings.txt", "a") as log:
-        log.write("%.1f s  doctor.yml %s -> rc %d\n" % (seconds, " ".join(args), run.returncode))
-    return run, seconds
+    timed("doctor diagnosis", time.monotonic() - start, HANG_BOUND)
+    return run
 
 
 def assert_named(*needles, args=()):
-    run, seconds = doctor(*args)
+    run = doctor(*args)
     assert run.returncode != 0, run.stdout[-2000:]
     for needle in needles:
         assert needle in run.stdout, needle
-    assert seconds < LIMIT, "doctor took %.1f s" % seconds
     return run
 
 
@@ -57,9 +58,8 @@ def repair(*tags):
 
 
 def test_healthy_cluster_passes(node):
-    run, seconds = doctor()
+    run = doctor()
     assert run.returncode == 0, run.stdout[-3000:]
-    assert seconds < LIMIT, "doctor took %.1f s" % seconds
     report = json.loads((REPORTS / "doctor.json").read_text())
     assert report["ok"] and {f["check"] for f in report["findings"]} >= {"reachable", "versions", "names", "ssh", "interface",
                                                                          "ranks", "ports", "limits", "storage", "gpus"}
@@ -133,7 +133,7 @@ def test_j_tensor_parallel_does_not_divide_heads():
 
 def test_j1_private_key_readable_by_others(node):
     # ssh ignores the key and is refused everywhere: the cause is node2's key, not the others' authorized_keys.
-    key = "/home/train/.ssh/id_ed25519_doctor"
+    key = "/home/train/.ssh/id_ed25519_%s" % HOSTVARS["node2"]["cluster_name"]
     node("node2").check_output("chmod 0644 %s" % key)
     try:
         assert_named("this node's private key is readable by others, so ssh ignores it")
@@ -161,7 +161,7 @@ def test_j3_training_user_with_another_uid(node):
 
 
 def test_k_node_stopped(node):
-    name = "trainops-molecule-doctor-node3"
+    name = "%s-node3" % HOSTVARS["node3"]["testbed_name"]  # its podman container (tests/testbed/up.yml)
     subprocess.run(["podman", "stop", "-t", "2", name], check=True, capture_output=True)
     try:
         assert_named("unreachable from the controller", "-> node3 (name)")
@@ -176,7 +176,7 @@ def test_k_node_stopped(node):
                 break
             time.sleep(2)
         repair()
-    run, _seconds = doctor()
+    run = doctor()
     assert run.returncode == 0, run.stdout[-3000:]
 
 
@@ -199,9 +199,9 @@ def test_check_mode_shows_drift_and_changes_nothing_then_site_repairs_all(node):
     assert check.rc == 0, check.stdout[-3000:]
     assert checksums(node) == before
     assert check.changed("node2") > 0
-    for drift in ("+10.96.0.13\tnode3", "+NCCL_SOCKET_IFNAME=eth", "+    --ipc host"):
+    for drift in ("+%s\tnode3" % HOSTVARS["node3"]["cluster_ip"], "+NCCL_SOCKET_IFNAME=eth", "+    --ipc host"):
         assert drift in check.stdout, drift
     repair()
     assert node("node3").check_output("sysctl -n net.ipv4.ip_local_port_range").split() == ["50000", "59999"]
-    run, _seconds = doctor()
+    run = doctor()
     assert run.returncode == 0, run.stdout[-3000:]

@@ -5,7 +5,10 @@ import json
 import pytest
 from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, playbook, playbook_run, training_interface
 
-REPO = "10.94.0.11:5000/trainops/probe"
+# A tag on purpose (inventory/group_vars/cluster.yml): the role pins it to its digest, served by the registry on node1.
+IMAGE = HOSTVARS[CLUSTER[0]]["training_image"]
+REPO = IMAGE.rsplit(":", 1)[0]
+UID = HOSTVARS[CLUSTER[0]]["cluster_user_uid"]
 
 
 def image_id(host, ref):
@@ -23,8 +26,8 @@ def test_every_node_runs_the_same_image_by_digest(node):
     ids = {name: image_id(node(name), refs[name]) for name in CLUSTER}
     assert len(set(ids.values())) == 1
     # The tag now names that image everywhere, node2's impostor included.
-    assert {name: image_id(node(name), REPO + ":1") for name in CLUSTER} == ids
-    assert node("node2").check_output("podman run --rm %s cat /etc/probe", REPO + ":1") == "probe-1"
+    assert {name: image_id(node(name), IMAGE) for name in CLUSTER} == ids
+    assert node("node2").check_output("podman run --rm %s cat /etc/probe", IMAGE) == "probe-1"
 
 
 def test_drift_report_compares_the_image():
@@ -46,12 +49,12 @@ def test_wrapper_starts_the_image_with_the_launch_environment(node):
         limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in hc["Ulimits"]}
         assert limits["RLIMIT_MEMLOCK"] == (8388608, 8388608) and limits["RLIMIT_STACK"] == (67108864, 67108864)
         assert any(m["Destination"] == "/mnt/shared" and m["Source"] == "/mnt/shared" for m in info["Mounts"])
-        assert config["User"] == "2000:2000"
+        assert config["User"] == "%d:%d" % (UID, UID)
         env = dict(item.split("=", 1) for item in config["Env"])
-        assert (env["NODE_RANK"], env["NNODES"], env["MASTER_ADDR"], env["MASTER_PORT"]) == ("1", "3", "10.94.0.11", "29500")
+        assert (env["NODE_RANK"], env["NNODES"], env["MASTER_ADDR"], env["MASTER_PORT"]) == ("1", "3", HOSTVARS["node1"]["cluster_ip"], "29500")
         assert env["NCCL_SOCKET_IFNAME"] == training_interface("node2")
         assert info["ImageName"] == pinned(host)
-        assert host.check_output("podman exec wrapper-probe id -u") == "2000"
+        assert host.check_output("podman exec wrapper-probe id -u") == str(UID)
     finally:
         host.run("podman rm -f wrapper-probe")
 
@@ -63,21 +66,28 @@ def test_launch_env_ranks(node, name):
 
 
 def test_a_node_with_another_image_is_named_and_corrected(node):
-    node("node3").check_output("podman tag localhost/trainops-probe:2 %s:1 2>/dev/null || podman load -i /srv/probe-2.tar"
-                               " && podman tag localhost/trainops-probe:2 %s:1", REPO, REPO)
+    node("node3").check_output("podman tag localhost/trainops-probe:2 %s 2>/dev/null || podman load -i /srv/probe-2.tar"
+                               " && podman tag localhost/trainops-probe:2 %s", IMAGE, IMAGE)
     run = playbook("site.yml", "--tags", "containers")
     assert run.returncode == 0, run.stdout[-3000:]
-    assert "node3 held sha256:" in run.stdout and "under %s:1" % REPO in run.stdout
-    assert image_id(node("node3"), REPO + ":1") == image_id(node("node1"), REPO + ":1")
+    assert "node3 held sha256:" in run.stdout and "under %s" % IMAGE in run.stdout
+    assert image_id(node("node3"), IMAGE) == image_id(node("node1"), IMAGE)
 
 
 def test_archive_source_loads_the_same_image_everywhere(node):
     args = ["--tags", "containers", "-e", "training_image_source=archive", "-e", "training_image=localhost/trainops-probe:2",
             "-e", "training_image_archive=/srv/probe-2.tar"]
-    first = playbook("site.yml", *args)
-    assert first.returncode == 0, first.stdout[-3000:]
-    ids = {name: image_id(node(name), "localhost/trainops-probe:2") for name in CLUSTER}
-    assert len(set(ids.values())) == 1
-    again = playbook_run("site.yml", *args)
-    assert again.rc == 0, again.stdout[-3000:]
-    assert sorted(again.stats["ok"]) == sorted(CLUSTER) and [again.changed(name) for name in CLUSTER] == [0] * len(CLUSTER)
+    configured = {name: pinned(node(name)) for name in CLUSTER}
+    try:
+        first = playbook("site.yml", *args)
+        assert first.returncode == 0, first.stdout[-3000:]
+        ids = {name: image_id(node(name), "localhost/trainops-probe:2") for name in CLUSTER}
+        assert len(set(ids.values())) == 1
+        again = playbook_run("site.yml", *args)
+        assert again.rc == 0, again.stdout[-3000:]
+        assert sorted(again.stats["ok"]) == sorted(CLUSTER) and [again.changed(name) for name in CLUSTER] == [0] * len(CLUSTER)
+    finally:
+        # The tests after this one (network, doctor) need the configured image back in trainops-run.
+        back = playbook("site.yml", "--tags", "containers")
+        assert back.returncode == 0, back.stdout[-3000:]
+        assert {name: pinned(node(name)) for name in CLUSTER} == configured

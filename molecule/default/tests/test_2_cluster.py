@@ -5,7 +5,12 @@ import json
 import pytest
 from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, playbook, training_interface
 
-USER = "train"
+VARS = HOSTVARS[CLUSTER[0]]
+USER, UID = VARS["cluster_user_name"], VARS["cluster_user_uid"]
+HOME = "/home/%s" % USER
+# The cluster key's file name and comment (role cluster_user: id_ed25519_<cluster_name>, <user>@<cluster_name>).
+KEY = "id_ed25519_%s" % VARS["cluster_name"]
+KEY_COMMENT = "%s@%s" % (USER, VARS["cluster_name"])
 
 
 @pytest.mark.parametrize("name", CLUSTER)
@@ -22,36 +27,36 @@ def test_every_node_resolves_every_name_to_its_cluster_ip(node, src, dst):
 def test_stale_and_loopback_entries_are_gone(node, name):
     hosts = node(name).file("/etc/hosts").content_string
     assert "127.0.1.1" not in hosts
-    assert "10.81.0.99" not in hosts
+    assert HOSTVARS[name]["testbed_stale_ip"] not in hosts  # prepare.yml's stale entry
     assert hosts.count("# BEGIN trainops.cluster nodes") == 1
 
 
 @pytest.mark.parametrize("name", CLUSTER)
 def test_training_user_is_identical(node, name):
     user = node(name).user(USER)
-    assert (user.uid, user.gid, user.home, user.shell) == (2000, 2000, "/home/train", "/bin/bash")
+    assert (user.uid, user.gid, user.home, user.shell) == (UID, UID, HOME, "/bin/bash")
     assert user.password == "*"  # no password can match
 
 
 @pytest.mark.parametrize("name", CLUSTER)
 def test_key_files_and_modes(node, name):
     host = node(name)
-    ssh = "/home/train/.ssh"
-    expected = {ssh: 0o700, ssh + "/id_ed25519_molecule": 0o600, ssh + "/authorized_keys": 0o600, ssh + "/config": 0o600}
+    ssh = HOME + "/.ssh"
+    expected = {ssh: 0o700, ssh + "/" + KEY: 0o600, ssh + "/authorized_keys": 0o600, ssh + "/config": 0o600}
     for path, mode in expected.items():
         f = host.file(path)
         assert (f.user, f.group, f.mode) == (USER, USER, mode), path
-    pub = host.file(ssh + "/id_ed25519_molecule.pub").content_string.strip()
-    assert 'from="10.82.0.0/24" ' + pub in host.file(ssh + "/authorized_keys").content_string
+    pub = host.file(ssh + "/%s.pub" % KEY).content_string.strip()
+    assert 'from="%s" ' % VARS["cluster_network"] + pub in host.file(ssh + "/authorized_keys").content_string
     assert "StrictHostKeyChecking no" not in host.file(ssh + "/config").content_string
-    assert not host.file("/etc/sudoers.d/trainops-train").exists
+    assert not host.file("/etc/sudoers.d/trainops-%s" % USER).exists
 
 
 @pytest.mark.parametrize("src, dst", PAIRS)
 def test_known_hosts_hold_the_real_host_key(node, src, dst):
     key = node(dst).file("/etc/ssh/ssh_host_ed25519_key.pub").content_string.split()[1]
     line = "%s,%s ssh-ed25519 %s" % (dst, HOSTVARS[dst]["cluster_ip"], key)
-    assert line in node(src).file("/home/train/.ssh/known_hosts").content_string
+    assert line in node(src).file(HOME + "/.ssh/known_hosts").content_string
 
 
 @pytest.mark.parametrize("via", ["name", "ip"])
@@ -118,15 +123,15 @@ def test_launch_files_are_rewritten_only_where_they_differ(node):
 
 def test_a_rotated_cluster_key_leaves_no_old_key_authorized(node):
     """An earlier cluster key (the same comment, another key) is removed; a key of the user's own stays."""
-    keys = "/home/train/.ssh/authorized_keys"
-    old = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLD1 train@molecule"
+    keys = HOME + "/.ssh/authorized_keys"
+    old = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLDOLD1 " + KEY_COMMENT
     own = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMINEMINEMINEMINEMINEMINEMINEMINEMINEMINEMINE1 alice@laptop"
     node("node2").check_output("printf '%%s\\n%%s\\n' '%s' '%s' >> %s" % (old, own, keys))
     run = playbook("site.yml", "--tags", "cluster_user")
     assert run.returncode == 0, run.stdout[-3000:]
     text = node("node2").file(keys).content_string
     assert old not in text and own in text
-    pub = node("node2").file("/home/train/.ssh/id_ed25519_molecule.pub").content_string.strip()
+    pub = node("node2").file("%s/.ssh/%s.pub" % (HOME, KEY)).content_string.strip()
     assert pub in text
     node("node2").check_output("sed -i '/alice@laptop/d' %s" % keys)
 

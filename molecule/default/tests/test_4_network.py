@@ -9,12 +9,13 @@ import subprocess
 import time
 
 import pytest
-from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, STATE, playbook
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, STATE, playbook, timed
 
 OUTSIDER = "outsider"
 SERVER = HOSTVARS["node1"]["cluster_ip"]
 EXPORT = "nfs://%s/srv/trainops/shared" % SERVER
-TRAIN = "uid=2000&gid=2000&version=4"
+UID = HOSTVARS[CLUSTER[0]]["cluster_user_uid"]
+TRAIN = "uid=%d&gid=%d&version=4" % (UID, UID)
 
 
 def ip(name):
@@ -55,7 +56,7 @@ def test_ports_are_pinned(node, name):
     assert host.file("/proc/sys/net/ipv4/ip_local_port_range").content_string.split() == ["50000", "59999"]
     mca = host.file("/etc/openmpi/openmpi-mca-params.conf").content_string
     assert "btl_tcp_port_min_v4 = 60000\nbtl_tcp_port_range_v4 = 200\noob_tcp_dynamic_ipv4_ports = 60200-60299" in mca
-    assert "btl_tcp_if_include = 10.90.0.0/24" in mca
+    assert "btl_tcp_if_include = %s" % HOSTVARS[name]["cluster_network"] in mca
 
 
 def test_port_matrix_report_is_ok():
@@ -106,7 +107,7 @@ def test_verify_names_the_node_whose_mpi_ports_are_dropped(node):
     assert run.returncode != 0
     assert "node1 -> node2 (60000): timed out" in run.stdout and "node3 -> node2 (60299): timed out" in run.stdout
     assert "verify: ports between nodes failed" in run.stdout
-    assert time.monotonic() - start < 90
+    timed("verify.yml names dropped MPI ports", time.monotonic() - start, 180)
 
 
 def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
@@ -116,7 +117,7 @@ def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
     seconds = time.monotonic() - start
     assert run.returncode != 0
     assert "node2 -> node1 (29500): timed out" in run.stdout and "node3 -> node1 (29500): timed out" in run.stdout
-    assert seconds < 30, seconds
+    timed("port matrix names a dropped port", seconds, 90)
 
     repair = playbook("site.yml", "--tags", "firewall")
     assert repair.returncode == 0, repair.stdout[-3000:]
@@ -131,18 +132,34 @@ def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
 def test_a_second_controller_is_added_beside_the_first_never_in_its_place(node):
     controller = node("node1").check_output("cat /etc/trainops/firewall-controllers").split()
     assert len(controller) == 1
-    # As if a bastion (192.0.2.10) had run site.yml first: this controller is then the second.
-    node("node1").check_output("echo 192.0.2.10 > /etc/trainops/firewall-controllers")
-    run = playbook("site.yml", "--tags", "firewall")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert "node1: SSH is now also allowed from %s" % controller[0] in run.stdout
-    rules = node("node1").check_output("nft -s list table inet trainops")
-    assert "192.0.2.10" in rules and controller[0] in rules
-    assert node("node1").check_output("cat /etc/trainops/firewall-controllers").split() == ["192.0.2.10", controller[0]]
-    # The next run from here changes nothing and keeps both.
-    again = playbook("site.yml", "--tags", "firewall")
-    assert again.returncode == 0 and "SSH is now also allowed" not in again.stdout
-    assert "192.0.2.10" in node("node1").check_output("nft -s list table inet trainops")
+    try:
+        # As if a bastion (192.0.2.10) had run site.yml first: this controller is then the second.
+        node("node1").check_output("echo 192.0.2.10 > /etc/trainops/firewall-controllers")
+        run = playbook("site.yml", "--tags", "firewall")
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert "node1: SSH is now also allowed from %s" % controller[0] in run.stdout
+        rules = node("node1").check_output("nft -s list table inet trainops")
+        assert "192.0.2.10" in rules and controller[0] in rules
+        assert node("node1").check_output("cat /etc/trainops/firewall-controllers").split() == ["192.0.2.10", controller[0]]
+        # The next run from here changes nothing and keeps both.
+        again = playbook("site.yml", "--tags", "firewall")
+        assert again.returncode == 0 and "SSH is now also allowed" not in again.stdout
+        assert "192.0.2.10" in node("node1").check_output("nft -s list table inet trainops")
+    finally:
+        # The tests after this one (the doctor's) start from the converged cluster: this controller alone.
+        node("node1").check_output("echo %s > /etc/trainops/firewall-controllers" % controller[0])
+        back = playbook("site.yml", "--tags", "firewall")
+        assert back.returncode == 0, back.stdout[-3000:]
+        assert "192.0.2.10" not in node("node1").check_output("nft -s list table inet trainops")
+
+
+def rollback_times(host, unit="trainops-nft-rollback-trainops"):
+    """When the firewall's rollback timer was last armed and when its service then started, from the node's journal."""
+    out = host.check_output("journalctl -o short-unix --no-pager -u %s.timer -u %s.service", unit, unit)
+    started = [(float(line.split()[0]), line) for line in out.splitlines() if ": Started %s." % unit in line]
+    fired = max(stamp for stamp, line in started if ": Started %s.service" % unit in line)
+    armed = max(stamp for stamp, line in started if ": Started %s.timer" % unit in line and stamp <= fired)
+    return armed, fired
 
 
 def test_rules_that_cut_the_controller_off_are_rolled_back(node):
@@ -156,11 +173,12 @@ def test_rules_that_cut_the_controller_off_are_rolled_back(node):
     assert "the controller could not connect to node2 again: the rollback restored the previous rules" in run.stdout, run.stdout[-3000:]
     assert node("node2").check_output("nft -s list table inet trainops") == before["node2"]
     assert node("node2").check_output("sha256sum /etc/trainops/firewall.nft") == saved
+    # The rollback fired when it said, as the node's own journal tells (a busy controller does not move it): a timer
+    # left at systemd's 1 min accuracy fired up to a minute late, after the role had stopped waiting.
+    armed, fired = rollback_times(node("node2"))
+    assert fired - armed < 15 + 3, "the rollback fired %.1f s after it was armed for 15 s" % (fired - armed)
     # The repair loads the rules again and reconnects through them: the same run, without the 15 s of the lockout.
     start = time.monotonic()
     assert playbook("site.yml", "--tags", "firewall").returncode == 0
-    repaired = time.monotonic() - start
-    print("lockout named after %.1f s, the repair run took %.1f s" % (locked_out, repaired))
-    # The rollback fires when it says (a timer left at systemd's 1 min accuracy fired up to a minute late).
-    assert locked_out - repaired < 15 + 15
+    timed("firewall lockout, beyond the repair run", locked_out - (time.monotonic() - start), 90)
     assert {name: node(name).check_output("nft -s list table inet trainops") for name in CLUSTER} == before
