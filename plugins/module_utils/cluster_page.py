@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The cluster report page's content, from the stages' JSON reports: one verdict, then each stage as it was last run.
 
 Pure data: no drawing and no HTML here (plugin_utils/plots.py draws, roles/report_page's template lays it out).
@@ -110,14 +111,46 @@ def ladder(verdicts):
     return rungs
 
 
-def page(reports, made):
+def _job_status(verdict):
+    """A job's verdict (module_utils/jobs.status's words) on the page's scale, for its colour: FAIL only when a node
+    failed; PASS while it runs on every node or once it succeeded; WARN when queued in Slurm or running on some nodes
+    only; a stopped job or one that never started has no verdict (NOT RUN)."""
+    if verdict.startswith("failed"):
+        return FAIL
+    if verdict in ("running", "succeeded"):
+        return PASS
+    if verdict.startswith(("partly running", "queued")):
+        return WARN
+    return MISSING
+
+
+def jobs(reports, made):
+    """The training jobs of playbooks/train.yml, each as its last status report says (train-<job>.json, written by
+    roles/train from module_utils/jobs.status at every start, status and stop).
+
+    reports: {job: that report}; made: {job: when it was written (text)}. Returns, in the order of reports,
+    [{name, verdict, status (_job_status), first_failed, made, rows: [{node, state, step, last_line, first_failed}]}].
+    """
+    listed = []
+    for name, report in reports.items():
+        first = report.get("first_failed")
+        rows = [{"node": node, "state": state, "step": step, "last_line": last_line, "first_failed": node == first}
+                for node, state, step, last_line in report.get("rows") or []]
+        listed.append({"name": name, "verdict": report.get("verdict"), "status": _job_status(report.get("verdict") or ""),
+                       "first_failed": first, "made": made.get(name), "rows": rows})
+    return listed
+
+
+def page(reports, made, job_reports=None, job_made=None):
     """Everything the page shows. reports: {stage key: parsed JSON, or None where the stage has no report};
-    made: {stage key: when its report was written (text)}.
+    made: {stage key: when its report was written (text)}; job_reports, job_made: the same of the training jobs (jobs()).
 
     Returns {verdict: {status, stage, culprit, reason}, stages: [{key, title, status, culprit, reason, made}],
-    mesh, ports (matrix_grid), drift (drift_grid), ladder (ladder()), torchrun (its verdicts), doctor (findings)}.
+    mesh, ports (matrix_grid), drift (drift_grid), ladder (ladder()), torchrun (its verdicts), doctor (findings),
+    jobs (jobs())}.
     The verdict is the first failing stage in bring-up order; else NOT JUDGED when a stage could not be judged; PASS
-    only when at least one stage reported and none failed; stages that never ran are listed as NOT RUN.
+    only when at least one stage reported and none failed; stages that never ran are listed as NOT RUN. A training job
+    is no bring-up stage: a failed job says so in its own section and leaves the verdict to the stages.
     """
     stages = []
     for key, _file, title in STAGES:
@@ -143,4 +176,5 @@ def page(reports, made):
         "ladder": ladder(get("verify")) if get("verify") else None,
         "torchrun": get("torchrun"),
         "doctor": (get("doctor") or {}).get("findings"),
+        "jobs": jobs(job_reports or {}, job_made or {}),
     }

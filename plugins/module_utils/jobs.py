@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Training jobs of playbooks/train.yml: the pre-flight's findings, and a job's status from every node's records."""
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ def first_failed(failed, logs, addresses, ended):
     by_address = {address: node for node, address in addresses.items()}
     killed = [n for n in failed if any(f["signal"] or (f["exitcode"] or 0) < 0 for f in parse_output("\n".join(logs.get(n) or []))["failures"])]
     blamed = [by_address[a] for n in addresses for line in (logs.get(n) or []) for a in _PEER_GONE_RE.findall(line) if a in by_address]
+    # Equal end times (or none recorded) fall back to rank order, so the same logs always name the same node.
+    order = {node: index for index, node in enumerate(addresses)}
     for candidates in (killed, [n for n in blamed if n in failed], blamed, failed):
         if candidates:
-            return sorted(set(candidates), key=lambda n: ended.get(n) or "")[0]
+            return sorted(set(candidates), key=lambda n: (ended.get(n) or "", order.get(n, len(order))))[0]
     return None
 
 

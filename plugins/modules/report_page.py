@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ description:
     plot per rung and the link's limit drawn on it, the SSH mesh and port matrices as colour grids, the drift table
     with the odd nodes' cells marked, the torchrun rungs and the training loss curve, the doctor's findings with
     their fixes, and when each report was made.
+  - Also reads every C(train-<job>.json) there (the status of a job of C(playbooks/train.yml)) and shows each job
+    with its verdict, the node that failed first and every node's state, last step and last line. A job does not
+    change the cluster's verdict.
   - The page needs no network to open. Styles and plots (SVG, drawn with matplotlib) are inside it, and it runs
     no script. Text from the nodes is escaped.
   - A stage that never wrote a report is shown as C(NOT RUN); the verdict is PASS only when some stage reported

@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Build the cluster report page: read the stages' JSON reports, judge (module_utils/cluster_page.py), draw
 (plots.py), and render the role report_page's Jinja2 template into one self-contained HTML file."""
 
 from __future__ import annotations
 
 import datetime
+import glob
 import json
 import os
 
@@ -15,19 +17,38 @@ from ansible_collections.trainops.cluster.plugins.module_utils import cluster_pa
 from ansible_collections.trainops.cluster.plugins.plugin_utils import plots
 
 
+def _load(path):
+    """A report and when it was written (UTC, as text)."""
+    with open(path) as handle:
+        report = json.load(handle)
+    stamp = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.timezone.utc)
+    return report, stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def read_reports(reports_dir):
     """({stage: parsed report or None}, {stage: when written, UTC}, [problems]) for the stages of cluster_page.STAGES."""
     reports, made, problems = {}, {}, []
     for key, name, _title in cluster_page.STAGES:
-        path = os.path.join(reports_dir, name)
         reports[key] = None
         try:
-            with open(path) as handle:
-                reports[key] = json.load(handle)
-            stamp = datetime.datetime.fromtimestamp(os.stat(path).st_mtime, datetime.timezone.utc)
-            made[key] = stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
+            reports[key], made[key] = _load(os.path.join(reports_dir, name))
         except FileNotFoundError:
             continue
+        except (OSError, ValueError) as error:
+            problems.append("%s could not be read: %s" % (name, error))
+    return reports, made, problems
+
+
+def read_job_reports(reports_dir):
+    """({job: its status report}, {job: when written, UTC}, [problems]) for every train-<job>.json (roles/train's
+    train_report), in the order of the files' names."""
+    reports, made, problems = {}, {}, []
+    for name in sorted(glob.glob("train-*.json", root_dir=reports_dir)):
+        job = name[len("train-"):-len(".json")]
+        try:
+            reports[job], made[job] = _load(os.path.join(reports_dir, name))
+        except FileNotFoundError:
+            continue  # deleted between the listing and the read
         except (OSError, ValueError) as error:
             problems.append("%s could not be read: %s" % (name, error))
     return reports, made, problems
@@ -48,13 +69,14 @@ def build(reports_dir, template, title, now=None):
     """The page's HTML and its model's verdict. template: the path of the page's Jinja2 template. The plots are kept
     in reports_dir/.plots between builds (plots.Cache)."""
     reports, made, problems = read_reports(reports_dir)
-    model = cluster_page.page(reports, made)
+    job_reports, job_made, job_problems = read_job_reports(reports_dir)
+    model = cluster_page.page(reports, made, job_reports, job_made)
     cache = plots.Cache(os.path.join(reports_dir, ".plots"))
     drawn = draw(model, cache)
     cache.prune()
     environment = Environment(loader=FileSystemLoader(os.path.dirname(template)), autoescape=select_autoescape(default=True),
                               undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     html = environment.get_template(os.path.basename(template)).render(
-        title=title, model=model, plots=drawn, problems=problems, plots_missing=plots.available(),
+        title=title, model=model, plots=drawn, problems=problems + job_problems, plots_missing=plots.available(),
         built=(now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC"))
     return html, model["verdict"]

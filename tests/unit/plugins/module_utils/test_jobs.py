@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Training jobs: the pre-flight's findings and a job's status, on real torchrun output (tests/fixtures/torchrun)."""
 
 import base64
@@ -135,3 +136,11 @@ def test_a_job_the_user_stopped_failed_nowhere():
     status = jobs.status(NODES, {n: ended for n in NODES}, exits, {}, RECORD, ADDRESSES)
     assert status['verdict'] == 'stopped' and status['first_failed'] is None
     assert {s['state'] for s in status['nodes'].values()} == {'stopped'}
+
+
+def test_failed_nodes_without_end_times_are_named_in_rank_order():
+    # Units that failed with no exit record: the same nodes name the same one, in whatever order they come.
+    assert jobs.first_failed(['node3', 'node2'], {}, ADDRESSES, {}) == 'node2'
+    assert jobs.first_failed(['node2', 'node3'], {}, ADDRESSES, {'node2': None, 'node3': None}) == 'node2'
+    # An end time still comes first.
+    assert jobs.first_failed(['node1', 'node3'], {}, ADDRESSES, {'node1': '2026-12-01T12:44:29Z', 'node3': '2026-12-01T12:44:21Z'}) == 'node3'

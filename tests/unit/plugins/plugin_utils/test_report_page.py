@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The report page built from molecule runs' reports: self-contained, escaped, with its plots; and its cost."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ansible_collections.trainops.cluster.plugins.module_utils import gpu, ladder
+from ansible_collections.trainops.cluster.plugins.module_utils import gpu, jobs, ladder
 from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
 from ansible_collections.trainops.cluster.plugins.plugin_utils import plots, report_page
 
@@ -54,6 +55,61 @@ def test_a_report_that_cannot_be_read_is_named(tmp_path):
     (reports / "drift.json").write_text("{not json")
     html, _verdict = report_page.build(str(reports), TEMPLATE, "train")
     assert "drift.json could not be read" in html
+
+
+def write_job(reports, name, logs, failed_at=None):
+    """train-<name>.json as roles/train writes it: jobs.status of a job running on every node, or whose every part
+    exited 1 at failed_at's time of its node."""
+    nodes = sorted(logs)
+    unit = {"ActiveState": "failed", "Result": "exit-code"} if failed_at else {"ActiveState": "active"}
+    exits = {n: json.dumps({"node": n, "rc": 1, "run_id": "r1", "ended": ended}) for n, ended in (failed_at or {}).items()}
+    status = jobs.status(nodes, {n: unit for n in nodes}, exits, logs, {"name": name, "run_id": "r1"},
+                         {n: "10.96.0.%d" % i for i, n in enumerate(nodes, 11)})
+    (reports / ("train-%s.json" % name)).write_text(json.dumps(status, indent=4) + "\n")
+
+
+def jobs_section(html):
+    """The page from the Jobs heading to the next section's."""
+    start = html.index('<h2 id="jobs">Jobs</h2>')
+    return html[start:html.index("<h2", start + 1)]
+
+
+def test_the_jobs_section_shows_each_job_its_nodes_and_escapes_their_logs(tmp_path):
+    reports = with_curve(tmp_path)
+    write_job(reports, "ddp1", {"node1": ['TRAINOPS {"event": "step", "step": 42}'], "node2": ["<script>alert(1)</script>"]})
+    write_job(reports, "a-failed.job", {"node1": ["Traceback"], "node2": ["RuntimeError: boom & <b>bust</b>"]},
+              failed_at={"node1": "2026-12-01T12:44:21.0Z", "node2": "2026-12-01T12:44:25.0Z"})
+    html, verdict = report_page.build(str(reports), TEMPLATE, "train")
+    # A failed job is no failing stage.
+    assert verdict["status"] == "PASS" and "<h1>train: PASS</h1>" in html
+    assert html.index('<h2 id="torchrun">') < html.index('<h2 id="jobs">Jobs</h2>')
+    section = jobs_section(html)
+    assert re.findall(r"<h3>([^<]*) <span", section) == ["a-failed.job", "ddp1"]
+    assert '<span class="badge fail">failed: node1 failed first</span>' in section
+    assert '<span class="badge pass">running</span>' in section
+    assert '<tr><td class="odd">node1</td><td class="odd">failed: exited 1</td><td>-</td><td>Traceback</td></tr>' in section
+    assert "<tr><td>node1</td><td>running</td><td>42</td><td>TRAINOPS {&#34;event&#34;: &#34;step&#34;, &#34;step&#34;: 42}</td></tr>" in section
+    assert "<script" not in html and "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in section
+    assert "<td>RuntimeError: boom &amp; &lt;b&gt;bust&lt;/b&gt;</td>" in section
+    assert "No job started with train.yml yet" not in html
+
+
+def test_no_job_yet_is_said(tmp_path):
+    html, _verdict = report_page.build(str(with_curve(tmp_path)), TEMPLATE, "train")
+    assert "<p class=\"note\">No job started with train.yml yet.</p>" in jobs_section(html)
+
+
+def test_job_reports_are_read_in_the_order_of_their_names_and_an_unreadable_one_is_named(tmp_path):
+    write_job(tmp_path, "b", {"node1": []})
+    write_job(tmp_path, "a", {"node1": []})
+    (tmp_path / "train-broken.json").write_text("{not json")
+    (tmp_path / "training.json").write_text("{}")
+    reports, made, problems = report_page.read_job_reports(str(tmp_path))
+    assert list(reports) == ["a", "b"] and list(made) == ["a", "b"] and reports["a"]["verdict"] == "running"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", made["a"])
+    assert len(problems) == 1 and problems[0].startswith("train-broken.json could not be read")
+    html, _verdict = report_page.build(str(tmp_path), TEMPLATE, "train")
+    assert "train-broken.json could not be read" in html and "as train.yml last saw it, %s" % made["a"] in html
 
 
 def synthetic(tmp_path, nodes):
