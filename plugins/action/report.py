@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """trainops.cluster.report: write a file on the controller from inside the controller process.
 
 No module runs and the target is never contacted, so a report costs milliseconds instead of a module process

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """trainops.cluster.report_page: build the cluster report page on the controller. Documentation:
 plugins/modules/report_page.py; the page itself: plugin_utils/report_page.py."""
 

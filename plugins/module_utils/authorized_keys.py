@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The cluster key's earlier versions in an authorized_keys file: after a rotation they must go, the user's own keys stay.
 
 The cluster key is recognised by its comment (user@cluster), which every key the collection generates carries.

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The link limit a rung's busbw is measured against, from gathered GPU and comm facts.
 
 NVLink, else PCIe (per-lane table) inside a node; active InfiniBand/RoCE ports, else the fastest Ethernet

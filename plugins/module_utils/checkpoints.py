@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Which checkpoint a job resumes from: the newest complete one; an incomplete one is named, not loaded.
 
 Two layouts: train_ddp.py's single files (``step-000030.pt``; a save in progress is ``step-000030.pt.tmp``, renamed when

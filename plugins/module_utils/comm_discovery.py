@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """What comm_facts finds on a node: NCCL per source, torch, Python, CUDA toolkit, MPI, nccl-tests, net plugins, IB
 ports, interfaces and the one holding cluster_ip, /dev/shm, memlock, the port range. The commands it runs are
 bounded (command.run_bounded); the parsing is in comm.py. gather(module) is the module's whole result."""

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Parse the line protocol of the CPU rung program (roles/verify/files/cpu_allreduce.py) into a rung result.
 
 The result has the shape of perf_text.parse_perf_output(), so the CPU rung is judged like a GPU rung.

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The doctor's checks as pure functions over what was read from the nodes.
 
 Each check returns findings {check, node, status ("ok", "warn" or "fail"), detail, fix}; a check with nothing

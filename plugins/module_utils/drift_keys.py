@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """One node's facts as the flat, display-ready values that the cross-node drift report compares.
 
 Input shapes: trainops_gpu (gpu_facts) and trainops_comm (comm_facts); either may be missing (None) when the

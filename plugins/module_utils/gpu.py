@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Parsers for NVIDIA GPU tool output and the combiner that builds the trainops_gpu facts.
 
 Pure functions, stdlib only (Python 3.9+): text in, dicts out. Inputs are what these print:

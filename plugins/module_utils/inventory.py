@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The cluster inventory model and its validation, as pure functions.
 
 A node record is {"host", "hostname", "short", "fqdn", "names", "cluster_ip", "rank"}; settings are the cluster-wide

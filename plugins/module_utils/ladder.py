@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The bring-up ladder of verify.yml as pure functions: which runs make each rung, and their command lines.
 
 Rungs, in order, each stopping the climb when it fails: one GPU on each node; all GPUs of each node; disjoint

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The traps of a LLaMA-Factory training config that make a multi-node run hang or start over, found before launch.
 
 From LLaMA-Factory's issue tracker: the model, datasets or tokenized data missing on some node; output_dir on a local

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Strip the prefixes launchers put in front of a job's output lines.
 
 Open MPI 4.1 ``mpirun --tag-output`` / ``--timestamp-output`` tags and Slurm ``srun --label`` labels: text in,

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Parse the ``NCCL_DEBUG=INFO`` log into what NCCL found and used.
 
 Version, hosts, the transports that carried data (per host), networks, socket and IB interfaces, the net plugin,

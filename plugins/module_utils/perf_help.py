@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Read the result of ``all_reduce_perf -h``: whether the binary runs on this node, and whether it takes ``-J``.
 
 The usage text followed is that of nccl-tests 2.19.6 (src/common.cu).

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Parse the JSON file nccl-tests ``all_reduce_perf`` writes with ``-J`` into a rung result.
 
 The format followed is "version": 3 of nccl-tests 2.19.6 (src/util.cu); the result has the shape of

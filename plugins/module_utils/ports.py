@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """TCP port reachability between cluster nodes: which ports to probe, short-lived listeners, bounded connects, short reasons.
 
 Every node runs run_matrix() at about the same time: it listens on each port (unless a service already does) until

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Decide one rung of the all-reduce ladder: pass or fail a parsed rung result, with reasons in words.
 
 Reasons name ranks and hosts: missing or misplaced ranks, failed processes and error lines, an incomplete run,

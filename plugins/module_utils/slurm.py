@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Slurm as the product reads it: `scontrol --oneliner show node` and `squeue` text in, plain data out; what a node's
 Slurm state means for a launch (a DOWN or DRAINED node never runs a step: the job waits, which users see as a hang).
 Pure functions: the doctor, the slurm role and train.yml's pre-flight use them.

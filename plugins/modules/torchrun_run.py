@@ -1,13 +1,14 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: torchrun_run
 short_description: Run this node's part of a torchrun launch under a hard limit, and say who reached the master
-version_added: 0.2.0
+version_added: 0.1.0
 author:
   - trainops.cluster maintainers (@trainops)
 description:

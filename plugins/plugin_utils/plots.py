@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The report page's plots, drawn with matplotlib on the controller as SVG to embed in the page.
 
 Deterministic output (no date, a fixed id salt), so a plot is kept in a cache by its data: a page built again from

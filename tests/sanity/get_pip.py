@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Stand-in for ansible-test's get-pip bootstrap script, whose download host may be unreachable.
 
 Like get-pip.py, it installs pip and then the packages named on its command line with `pip install`,

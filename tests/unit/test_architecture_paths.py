@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Library paths of the roles come from the node's architecture: x86_64 and aarch64 (GH200, GB200) alike."""
 
 import pytest

@@ -1,10 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """A tiny Qwen2 model, its tokenizer, a dataset and a LLaMA-Factory 0.9.5 LoRA SFT config, made with no network.
 
   python3 make_tiny.py DIR [--force] [--no-llamafactory-check]
 
-Run on the lent GPU machine with the carried wheels (.lf-whl, unpacked into a site dir) first on PYTHONPATH:
+Run on the GPU test machine with the carried wheels (.lf-whl, unpacked into a site dir) first on PYTHONPATH:
 transformers 4.57.1 and tokenizers 0.22.1 from there, torch from the machine. It writes
 
   DIR/model/          a byte-level BPE tokenizer trained here on the dataset's chat texts (special tokens <|endoftext|>,

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Python half of tests/device/nodes/cluster, for what the lent GPU machine has no tool for: the training
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The Python half of tests/device/nodes/cluster, for what the GPU test machine has no tool for: the training
 network (pyroute2; no iproute2 there) and SSH keys (cryptography, which ansible-core needs anyway; no ssh-keygen).
 
   nodes.py up BRIDGE CIDR PID...   a bridge holding CIDR (the controller's address); for each node process PID a veth

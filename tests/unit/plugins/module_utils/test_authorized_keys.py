@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """After a key rotation the old cluster key is found; the user's own keys and the current one are not."""
 
 from ansible_collections.trainops.cluster.plugins.module_utils.authorized_keys import stale

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 from ansible_collections.trainops.cluster.plugins.module_utils.hosts_file import BEGIN, END, render
 
 ENTRIES = [{"ip": "10.72.0.11", "names": ["node1"]}, {"ip": "10.72.0.12", "names": ["node2.ml.example", "node2"]}]

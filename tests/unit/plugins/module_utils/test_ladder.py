@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 from pathlib import Path
 
 from ansible_collections.trainops.cluster.plugins.module_utils import cpu_allreduce, gpu, ladder, nccl_debug, perf_text
@@ -191,7 +192,7 @@ def test_judge_real_four_node_rungs_over_sockets():
 
 
 def test_the_recorded_run_that_loaded_another_nccl_than_its_build_fails():
-    # As recorded on the lent machine: built with torch's pip NCCL 2.28.9, the system's 2.28.3 won at run time.
+    # As recorded on the GPU test machine: built with torch's pip NCCL 2.28.9, the system's 2.28.3 won at run time.
     step = ladder.plan(NODES, dict.fromkeys(NODES, 1), SETTINGS)[3]
     run = ladder.judge_step(step, {"gpu1": four_nodes_output("all_nodes.txt", 35.9, as_recorded=True)}, {}, dict.fromkeys(NODES, VETH), 0.5)["runs"][0]
     assert not run["passed"]

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """LLaMA-Factory config traps, on the field guide's multi-node LoRA config."""
 
 from ansible_collections.trainops.cluster.plugins.module_utils import llamafactory

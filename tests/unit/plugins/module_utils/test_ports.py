@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """ports: pure helpers with fakes, listeners and probes for real on loopback addresses (127.0.0.2-5 need no setup on Linux)."""
 
 from __future__ import annotations

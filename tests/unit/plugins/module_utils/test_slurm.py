@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Slurm's views, on scontrol output recorded on the molecule train cluster (Debian 12, Slurm 22.05.8), node3 drained."""
 
 from pathlib import Path

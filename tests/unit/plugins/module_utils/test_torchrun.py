@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The torchrun rungs' parser and judges, on real output of Debian's torch 1.13 (tests/fixtures/torchrun)."""
 
 import copy
@@ -315,7 +316,7 @@ def test_rungs_that_cannot_run_are_skipped_or_name_the_nodes():
 
 
 def test_ranks_that_loaded_another_nccl_than_torchs_own_fail():
-    # As on the lent machine: torch's pip NCCL 2.28.9, the system's 2.28.3 on LD_LIBRARY_PATH of one node.
+    # As on the GPU test machine: torch's pip NCCL 2.28.9, the system's 2.28.3 on LD_LIBRARY_PATH of one node.
     results = {node: result(node, record_line(node, rank, backend='nccl', nccl='2.28.9')) for rank, node in enumerate(NODES)}
     results['node3'] = result('node3', record_line('node3', 2, backend='nccl', nccl='2.28.3'))
     gpus = {n: 1 for n in NODES}

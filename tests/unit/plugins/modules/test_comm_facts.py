@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """comm_facts end to end: real commands (under the real `timeout`) against fake ldconfig, ip, mpirun, nvcc and python scripts."""
 
 from __future__ import annotations

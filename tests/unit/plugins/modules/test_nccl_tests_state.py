@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """nccl_tests_state end to end: a fake node tree (NCCL behind links, an all_reduce_perf script, a stamp) under the real `timeout`."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """nft_table end to end against fake nft, systemctl and systemd-run scripts that keep the live table in a file."""
 
 from __future__ import annotations
