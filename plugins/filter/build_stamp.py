@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import build_stamp
+from ansible_collections.trainops.cluster.plugins.plugin_utils import build_stamp
 
 
 def build_stamp_differences(built, needed):

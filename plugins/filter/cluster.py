@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import authorized_keys, inventory, mesh, reachability
+from ansible_collections.trainops.cluster.plugins.module_utils import mesh
+from ansible_collections.trainops.cluster.plugins.plugin_utils import authorized_keys, inventory, reachability
 
 
 def by_node(nodes, hostvars, path, default=None):

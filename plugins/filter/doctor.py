@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import df, doctor
+from ansible_collections.trainops.cluster.plugins.plugin_utils import df, doctor
 
 
 def doctor_report(data):

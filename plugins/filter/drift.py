@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.cluster.plugins.module_utils.drift_compare import compare, render_drift_table, render_markdown
-from ansible_collections.trainops.cluster.plugins.module_utils import drift_keys
+from ansible_collections.trainops.cluster.plugins.plugin_utils.drift_compare import compare, render_drift_table, render_markdown
+from ansible_collections.trainops.cluster.plugins.plugin_utils import drift_keys
 
 
 def _require_mapping(value, what):

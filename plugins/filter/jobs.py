@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 
-from ansible_collections.trainops.cluster.plugins.module_utils import checkpoints, jobs, llamafactory
+from ansible_collections.trainops.cluster.plugins.plugin_utils import checkpoints, jobs, llamafactory
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_b64
 
 

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import slurm
+from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm
 
 
 def slurm_nodes_shown(show_text):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.trainops.cluster.plugins.module_utils import tables
+from ansible_collections.trainops.cluster.plugins.plugin_utils import tables
 
 
 def text_table(headers, rows, highlight=None, marker="*"):

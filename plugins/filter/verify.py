@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils import ladder
+from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import ladder
 
 
 def verify_plan(nodes, gpus, settings, expect_gpus=None, gpu_facts=None):

@@ -3,7 +3,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What comm_facts finds on a node: NCCL per source, torch, Python, CUDA toolkit, MPI, nccl-tests, net plugins, IB
 ports, interfaces and the one holding cluster_ip, /dev/shm, memlock, the port range. The commands it runs are
-bounded (command.run_bounded); the parsing is in comm.py. gather(module) is the module's whole result."""
+bounded (command.run_bounded); the parsing is in comm.py. gather(module) is the module's whole result.
+
+Node side: shipped to the nodes inside the module that imports it (comm_facts).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Run an external command from a module with a hard time limit."""
+"""Run an external command from a module with a hard time limit.
+
+Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, container_image,
+gpu_facts, nccl_tests_state, nft_table, ssh_mesh, torchrun_run).
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ Pure functions, stdlib only (Python 3.9+): text in, dicts out. Inputs are what t
 `nvidia-smi -q -x`, `nvidia-smi --query-gpu=... --format=csv`, `nvidia-smi topo -m`,
 `nvidia-smi nvlink -s`, /proc/driver/nvidia/version and the kernel log (dmesg / journalctl -k).
 gather() takes those texts (None where a tool or file is missing) and never raises.
+
+Node side: shipped to the nodes inside the module that imports it (gpu_facts).
 """
 
 from __future__ import annotations

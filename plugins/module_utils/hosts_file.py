@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Rewrite /etc/hosts text so every cluster name resolves to its training address, as a pure function."""
+"""Rewrite /etc/hosts text so every cluster name resolves to its training address, as a pure function.
+
+Node side: shipped to the nodes inside the module that imports it (etc_hosts).
+"""
 
 from __future__ import annotations
 

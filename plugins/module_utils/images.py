@@ -1,7 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Container image references and inspection output, as pure functions."""
+"""Container image references and inspection output, as pure functions.
+
+Node side: shipped to the nodes inside the module that imports it (container_image); the filter images uses it on
+the controller too.
+"""
 
 from __future__ import annotations
 

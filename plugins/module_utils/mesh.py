@@ -1,7 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""SSH mesh probes: the commands to run, their parallel execution, and a short diagnosis of each failure."""
+"""SSH mesh probes: the commands to run, their parallel execution, and a short diagnosis of each failure.
+
+Node side: shipped to the nodes inside the modules that import it (port_matrix, ssh_mesh, torchrun_run); the filter
+cluster uses it on the controller too.
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,10 @@
 
 Every node runs run_matrix() at about the same time: it listens on each port (unless a service already does) until
 every peer has connected or a window of seconds has passed, and connects to each peer on each port meanwhile.
-Results feed module_utils.reachability.summarize.
+Results feed plugin_utils/reachability.py's summarize() on the controller.
+
+Node side: shipped to the nodes inside the modules that import it (port_matrix, torchrun_run); the filter ports uses
+it on the controller too.
 """
 
 from __future__ import annotations

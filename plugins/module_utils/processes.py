@@ -1,7 +1,10 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""End every process of one run, found by a variable in its environment (inside containers too)."""
+"""End every process of one run, found by a variable in its environment (inside containers too).
+
+Node side: shipped to the nodes inside the modules that import it (end_run, torchrun_run).
+"""
 
 from __future__ import annotations
 

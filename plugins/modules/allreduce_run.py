@@ -24,7 +24,7 @@ description:
     The file holds rank 0's whole environment, so the module deletes it after reading, also when it cannot be
     parsed.
   - Never fails on a failed, aborted or timed-out run, whatever RV(rc) is. Judging the result is the controller's job
-    (C(judge_rung) in C(plugins/module_utils/rung_verdict.py)). The module fails only on bad arguments.
+    (C(judge_rung) in C(plugins/plugin_utils/nccl_tests/rung_verdict.py)). The module fails only on bad arguments.
 options:
   argv:
     description:
@@ -82,8 +82,8 @@ attributes:
     description: Needs coreutils C(timeout) on the node, besides the command itself.
 notes:
   - RV(output) can be large with C(NCCL_DEBUG=INFO) on many ranks. Avoid printing the registered variable whole.
-  - C(result) has the shape of the rung parsers, documented in C(plugins/module_utils/perf_text.py). Pass it to C(judge_rung)
-    through the controller's filter, together with RV(debug) as the transports.
+  - C(result) has the shape of the rung parsers, documented in C(plugins/module_utils/nccl_tests/perf_text.py). Pass it to
+    C(judge_rung) through the controller's filter, together with RV(debug) as the transports.
 seealso:
   - name: nccl-tests
     description: The C(all_reduce_perf) benchmark, its options and output columns.
@@ -276,10 +276,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import environment_of, run_bounded
-from ansible_collections.trainops.cluster.plugins.module_utils.cpu_allreduce import parse_cpu_allreduce
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_debug import parse_nccl_debug
-from ansible_collections.trainops.cluster.plugins.module_utils.perf_json import parse_perf_json
-from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.cpu_allreduce import parse_cpu_allreduce
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.nccl_debug import parse_nccl_debug
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_json import parse_perf_json
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_text import parse_perf_output
 
 # The umask of a run that writes a JSON file: the file is created 0600.
 PRIVATE_UMASK = 0o077

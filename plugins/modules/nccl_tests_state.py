@@ -146,7 +146,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
-from ansible_collections.trainops.cluster.plugins.module_utils.perf_help import help_problem, help_supports_json
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_help import help_problem, help_supports_json
 
 LIBRARY = "libnccl.so.2"
 # The stamp is a few lines; a larger file is not one the role wrote.

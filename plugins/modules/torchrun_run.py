@@ -23,7 +23,7 @@ description:
     environment (variable C(TRAINOPS_RUN_ID), also inside a container started with C(--env TRAINOPS_RUN_ID)) is then
     ended, SIGTERM first and SIGKILL after 5 seconds; RV(cleanup) says what was found.
   - Never fails on a failed or timed-out launch; the controller judges all nodes together (C(judge_allreduce) and
-    C(judge_training) in C(plugins/module_utils/torchrun.py)). Fails only on bad arguments.
+    C(judge_training) in C(plugins/plugin_utils/torchrun_verdict.py)). Fails only on bad arguments.
 options:
   argv:
     description: The command and its arguments, run without a shell (e.g. C(trainops-env sh -c 'exec torchrun ...')).
@@ -148,7 +148,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.trainops.cluster.plugins.module_utils.command import environment_of, run_watched
 from ansible_collections.trainops.cluster.plugins.module_utils.ports import probe
 from ansible_collections.trainops.cluster.plugins.module_utils.processes import end_run, find
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_debug import parse_nccl_debug
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.nccl_debug import parse_nccl_debug
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import parse_output, read_env_file, strip_prefixes
 
 # One connect attempt to the master; a dropped port costs this long before it is reported.

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Build the cluster report page: read the stages' JSON reports, judge (module_utils/cluster_page.py), draw
+"""Build the cluster report page: read the stages' JSON reports, judge (cluster_page.py), draw
 (plots.py), and render the role report_page's Jinja2 template into one self-contained HTML file."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from ansible_collections.trainops.cluster.plugins.module_utils import cluster_page
+from ansible_collections.trainops.cluster.plugins.plugin_utils import cluster_page
 from ansible_collections.trainops.cluster.plugins.plugin_utils import plots
 
 

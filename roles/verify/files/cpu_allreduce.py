@@ -17,7 +17,7 @@ integer below 2**24, so the float32 sums are exact in any reduction order; a mis
 contribution changes the result.
 
 Prints one JSON line per rank and size on stdout, the protocol that parse_cpu_allreduce() in
-plugins/module_utils/cpu_allreduce.py reads:
+plugins/module_utils/nccl_tests/cpu_allreduce.py reads:
   {"rank": 0, "size": 3, "host": "node1", "bytes": 1048576, "seconds": 0.0121, "wrong": 0, "pid": 3101,
    "count": 262144, "dtype": "float", "op": "sum", "in_place": false}
 seconds is the mean time of one MPI_Allreduce after a barrier; wrong counts the elements that differ. A rank that

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils.cpu_allreduce import parse_cpu_allreduce
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.cpu_allreduce import parse_cpu_allreduce
 
 SCRIPT = Path(__file__).resolve().parents[3] / 'roles' / 'verify' / 'files' / 'cpu_allreduce.py'
 # Debian's interpreter, where python3-mpi4py installs mpi4py; the nodes run the program with it.

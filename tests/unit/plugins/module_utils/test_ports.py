@@ -13,7 +13,7 @@ import time
 import pytest
 
 from ansible_collections.trainops.cluster.plugins.module_utils import ports
-from ansible_collections.trainops.cluster.plugins.module_utils.reachability import summarize
+from ansible_collections.trainops.cluster.plugins.plugin_utils.reachability import summarize
 from helpers.sockets import filtered, free_ports, serving
 
 NODES = [{"host": "node1", "short": "node1", "cluster_ip": "127.0.0.2"},

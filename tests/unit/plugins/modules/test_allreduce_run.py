@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils.perf_json import parse_perf_json
-from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_json import parse_perf_json
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_text import parse_perf_output
 from ansible_collections.trainops.cluster.plugins.modules import allreduce_run
 import helpers.modules
 from helpers.modules import script

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils.reachability import summarize
+from ansible_collections.trainops.cluster.plugins.plugin_utils.reachability import summarize
 from ansible_collections.trainops.cluster.plugins.modules import port_matrix
 import helpers.modules
 from helpers.sockets import filtered, free_ports, serving

@@ -11,9 +11,10 @@ import shutil
 import time
 from pathlib import Path
 
-from ansible_collections.trainops.cluster.plugins.module_utils import gpu, jobs, ladder
-from ansible_collections.trainops.cluster.plugins.module_utils.perf_text import parse_perf_output
-from ansible_collections.trainops.cluster.plugins.plugin_utils import plots, report_page
+from ansible_collections.trainops.cluster.plugins.module_utils import gpu
+from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_text import parse_perf_output
+from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs, plots, report_page
+from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import ladder
 
 ROOT = Path(__file__).resolve().parents[4]
 REPORTS = ROOT / "tests" / "fixtures" / "reports"

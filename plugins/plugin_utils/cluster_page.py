@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The cluster report page's content, from the stages' JSON reports: one verdict, then each stage as it was last run.
+
+Pure data: no drawing and no HTML here (plugin_utils/plots.py draws, roles/report_page's template lays it out).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.cluster.plugins.plugin_utils.drift_compare import describe_row, format_value
+
+# The stages in the order a bring-up climbs them: (key, report file, title).
+STAGES = (
+    ("mesh", "ssh_mesh.json", "SSH mesh"),
+    ("ports", "port_matrix.json", "Ports between nodes"),
+    ("drift", "drift.json", "Versions side by side"),
+    ("verify", "verify.json", "Bring-up ladder"),
+    ("torchrun", "torchrun.json", "torchrun rungs"),
+    ("doctor", "doctor.json", "Doctor"),
+)
+PASS, FAIL, NOT_JUDGED, WARN, MISSING = "PASS", "FAIL", "NOT JUDGED", "WARN", "NOT RUN"
+
+
+def _matrix_status(report):
+    if report["ok"]:
+        return PASS, None, None
+    first = (report.get("failures") or [{}])[0]
+    culprit = "%s -> %s" % (first.get("from"), first.get("to")) if first else None
+    return FAIL, culprit, (report.get("messages") or [None])[0]
+
+
+def _drift_status(report):
+    # A row's status is drift_compare's: ok, FAIL (critical key), WARN, or ignored (differs, by policy unimportant).
+    odd = [row for row in report.get("rows", []) if row.get("status") in ("FAIL", "WARN")]
+    severe = [row for row in odd if row.get("status") == "FAIL"]
+    if report.get("failed") or severe:
+        row = (severe or odd)[0]
+        return FAIL, ", ".join(row.get("odd_hosts") or []) or None, describe_row(row)
+    if odd:
+        return WARN, ", ".join(odd[0].get("odd_hosts") or []) or None, describe_row(odd[0])
+    return PASS, None, None
+
+
+def _verdicts_status(verdicts):
+    """verify.json and torchrun.json: a list of verdicts, passed null for one that did not run."""
+    failed = [v for v in verdicts if v.get("passed") is False]
+    if failed:
+        first = failed[0]
+        reasons = list(first.get("reasons") or []) + [r for run in first.get("runs") or [] if run.get("passed") is False
+                                                      for r in run.get("reasons") or []]
+        hosts = [run.get("leader") for run in first.get("runs") or [] if run.get("passed") is False and run.get("leader")]
+        return FAIL, first.get("label") + (" on " + ", ".join(hosts) if hosts else ""), (reasons or [None])[0]
+    unjudged = [v for v in verdicts if v.get("verdict") == "not judged"]
+    if unjudged:
+        return NOT_JUDGED, unjudged[0].get("label"), next((run.get("not_judged") for run in unjudged[0].get("runs") or []
+                                                           if run.get("not_judged")), None)
+    if verdicts and all(v.get("passed") is None for v in verdicts):
+        return MISSING, None, "every rung was skipped"
+    return PASS, None, None
+
+
+def _doctor_status(report):
+    if report.get("ok"):
+        return PASS, None, None
+    first = next((f for f in report.get("findings") or [] if f.get("status") == "fail"), {})
+    return FAIL, first.get("node"), ("%s: %s" % (first.get("check"), first.get("detail"))) if first else None
+
+
+STATUS = {"mesh": _matrix_status, "ports": _matrix_status, "drift": _drift_status, "verify": _verdicts_status,
+          "torchrun": _verdicts_status, "doctor": _doctor_status}
+
+
+def _cell_class(text):
+    if text == "-":
+        return "self"
+    return "ok" if str(text).startswith("ok") else "fail"
+
+
+def matrix_grid(report):
+    """{headers, rows: [[{text, cls}]]}: the N x N matrix with each cell's class (self, ok, fail)."""
+    rows = [[{"text": str(row[0]), "cls": "name"}] + [{"text": str(cell), "cls": _cell_class(cell)} for cell in row[1:]]
+            for row in report.get("rows") or []]
+    return {"headers": list(report.get("headers") or []), "rows": rows}
+
+
+def drift_grid(report):
+    """{hosts, rows: [{key, status, cells: [{text, odd}]}]}: every compared key by node, the odd nodes' cells marked."""
+    hosts = list(report.get("hosts") or [])
+    rows = []
+    for row in report.get("rows") or []:
+        odd = set(row.get("odd_hosts") or [])
+        if not row.get("consistent") and not odd:
+            odd = set(hosts)  # no majority: every value stands out
+        rows.append({"key": row["key"], "status": row.get("status"),
+                     "cells": [{"text": format_value(row["values"].get(host), "-"), "odd": host in odd} for host in hosts]})
+    return {"hosts": hosts, "rows": rows}
+
+
+def ladder(verdicts):
+    """The ladder's rungs: {label, verdict, reasons, runs: [{name, verdict, busbw_gbps, limit_gbps, curve}]}."""
+    rungs = []
+    for verdict in verdicts:
+        runs = [{"name": run.get("leader") if len(run.get("hosts") or []) <= 1 else ", ".join(run["hosts"]),
+                 "verdict": run.get("verdict"), "busbw_gbps": run.get("busbw_gbps"), "limit_gbps": run.get("limit_gbps"),
+                 "curve": run.get("curve") or [], "reasons": run.get("reasons") or []}
+                for run in verdict.get("runs") or []]
+        reasons = [verdict["skipped"]] if verdict.get("skipped") else [r for run in runs for r in run["reasons"]]
+        rungs.append({"label": verdict.get("label"), "verdict": verdict.get("verdict") or MISSING.lower(), "reasons": reasons,
+                      "runs": runs})
+    return rungs
+
+
+def _job_status(verdict):
+    """A job's verdict (plugin_utils/jobs.status's words) on the page's scale, for its colour: FAIL only when a node
+    failed; PASS while it runs on every node or once it succeeded; WARN when queued in Slurm or running on some nodes
+    only; a stopped job or one that never started has no verdict (NOT RUN)."""
+    if verdict.startswith("failed"):
+        return FAIL
+    if verdict in ("running", "succeeded"):
+        return PASS
+    if verdict.startswith(("partly running", "queued")):
+        return WARN
+    return MISSING
+
+
+def jobs(reports, made):
+    """The training jobs of playbooks/train.yml, each as its last status report says (train-<job>.json, written by
+    roles/train from plugin_utils/jobs.status at every start, status and stop).
+
+    reports: {job: that report}; made: {job: when it was written (text)}. Returns, in the order of reports,
+    [{name, verdict, status (_job_status), first_failed, made, rows: [{node, state, step, last_line, first_failed}]}].
+    """
+    listed = []
+    for name, report in reports.items():
+        first = report.get("first_failed")
+        rows = [{"node": node, "state": state, "step": step, "last_line": last_line, "first_failed": node == first}
+                for node, state, step, last_line in report.get("rows") or []]
+        listed.append({"name": name, "verdict": report.get("verdict"), "status": _job_status(report.get("verdict") or ""),
+                       "first_failed": first, "made": made.get(name), "rows": rows})
+    return listed
+
+
+def page(reports, made, job_reports=None, job_made=None):
+    """Everything the page shows. reports: {stage key: parsed JSON, or None where the stage has no report};
+    made: {stage key: when its report was written (text)}; job_reports, job_made: the same of the training jobs (jobs()).
+
+    Returns {verdict: {status, stage, culprit, reason}, stages: [{key, title, status, culprit, reason, made}],
+    mesh, ports (matrix_grid), drift (drift_grid), ladder (ladder()), torchrun (its verdicts), doctor (findings),
+    jobs (jobs())}.
+    The verdict is the first failing stage in bring-up order; else NOT JUDGED when a stage could not be judged; PASS
+    only when at least one stage reported and none failed; stages that never ran are listed as NOT RUN. A training job
+    is no bring-up stage: a failed job says so in its own section and leaves the verdict to the stages.
+    """
+    stages = []
+    for key, _file, title in STAGES:
+        report = reports.get(key)
+        status, culprit, reason = STATUS[key](report) if report is not None else (MISSING, None, None)
+        stages.append({"key": key, "title": title, "status": status, "culprit": culprit, "reason": reason, "made": made.get(key)})
+    ran = [stage for stage in stages if stage["status"] != MISSING]
+    first = next((stage for stage in ran if stage["status"] == FAIL), None) or next(
+        (stage for stage in ran if stage["status"] == NOT_JUDGED), None)
+    if first:
+        verdict = {"status": first["status"], "stage": first["title"], "culprit": first["culprit"], "reason": first["reason"]}
+    else:
+        skipped = next((stage for stage in stages if stage["reason"]), None)
+        verdict = {"status": PASS if ran else MISSING, "stage": None if ran or not skipped else skipped["title"], "culprit": None,
+                   "reason": None if ran else skipped["reason"] if skipped else "no stage has written a report yet"}
+    get = reports.get
+    return {
+        "verdict": verdict,
+        "stages": stages,
+        "mesh": matrix_grid(get("mesh")) if get("mesh") else None,
+        "ports": matrix_grid(get("ports")) if get("ports") else None,
+        "drift": drift_grid(get("drift")) if get("drift") else None,
+        "ladder": ladder(get("verify")) if get("verify") else None,
+        "torchrun": get("torchrun"),
+        "doctor": (get("doctor") or {}).get("findings"),
+        "jobs": jobs(job_reports or {}, job_made or {}),
+    }

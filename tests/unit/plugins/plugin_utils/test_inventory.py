@@ -1,0 +1,198 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+import pytest
+
+from ansible_collections.trainops.cluster.plugins.plugin_utils.inventory import by_node, node_errors, node_records, validate
+
+SETTINGS = {
+    "cluster_network": "10.72.0.0/24",
+    "cluster_master_port": 29500,
+    "cluster_user_name": "train",
+    "cluster_user_uid": 2000,
+    "cluster_user_gid": 2000,
+    "cluster_user_home": "/home/train",
+    "cluster_nccl_port_range": "50000-51999",
+    "cluster_mpi_btl_ports": "52000-52199",
+    "cluster_mpi_oob_ports": "52200-52299",
+    "cluster_shared_dir": "/mnt/shared",
+}
+
+
+def cluster(hostvars, settings=None):
+    hosts = list(hostvars)
+    nodes = node_records(hostvars, hosts)
+    by_host = {h: dict(SETTINGS, **(settings or {}).get(h, {})) for h in hosts}
+    return nodes, validate(nodes, by_host)
+
+
+def good():
+    return {"node1": {"cluster_ip": "10.72.0.11"}, "node2": {"cluster_ip": "10.72.0.12"}, "node3": {"cluster_ip": "10.72.0.13"}}
+
+
+def test_sound_inventory_has_no_errors():
+    nodes, errors = cluster(good())
+    assert errors == []
+    assert [n["rank"] for n in nodes] == [0, 1, 2]
+    assert nodes[0] == {"host": "node1", "hostname": "node1", "short": "node1", "fqdn": None, "names": ["node1"],
+                        "cluster_ip": "10.72.0.11", "rank": 0}
+
+
+def test_names_put_fqdn_first_and_keep_inventory_name():
+    hv = {"gpu-a": {"cluster_ip": "10.72.0.11", "cluster_hostname": "node1.ml.example"}}
+    nodes, errors = cluster(hv)
+    assert errors == []
+    assert nodes[0]["short"] == "node1"
+    assert nodes[0]["names"] == ["node1.ml.example", "node1", "gpu-a"]
+
+
+@pytest.mark.parametrize("ip, needle", [
+    ("10.72.0.12", "node3: cluster_ip 10.72.0.12 is shared by node2, node3"),
+    ("127.0.0.1", "node3: cluster_ip 127.0.0.1 is a loopback address"),
+    ("10.99.0.13", "node3: cluster_ip 10.99.0.13 is outside cluster_network 10.72.0.0/24"),
+    ("10.72.0.300", "node3: cluster_ip '10.72.0.300' is not a valid IP address"),
+    (None, "node3: cluster_ip is not set"),
+])
+def test_bad_cluster_ip_names_host_and_variable(ip, needle):
+    hv = good()
+    hv["node3"]["cluster_ip"] = ip
+    errors = cluster(hv)[1]
+    assert len(errors) == 1
+    assert errors[0].startswith(needle)
+
+
+def test_duplicate_hostname_is_case_insensitive_and_short():
+    hv = good()
+    hv["node3"]["cluster_hostname"] = "NODE1.other.example"
+    errors = cluster(hv)[1]
+    assert errors == ["node3: hostname (short, case-insensitive) node1 is shared by node1, node3. "
+                      "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."]
+
+
+def test_invalid_hostname():
+    hv = good()
+    hv["node2"]["cluster_hostname"] = "bad_name"
+    errors = cluster(hv)[1]
+    assert errors and errors[0].startswith("node2: hostname 'bad_name' is not a valid host name")
+
+
+@pytest.mark.parametrize("var, value, needle", [
+    ("cluster_master_port", 80, "cluster_master_port 80 must be an integer in 1024-65535"),
+    ("cluster_master_port", "29500", "cluster_master_port '29500' must be an integer"),
+    ("cluster_user_name", "root", "cluster_user_name 'root' is not a valid name"),
+    ("cluster_user_name", "Train", "cluster_user_name 'Train' is not a valid name"),
+    ("cluster_user_uid", 0, "cluster_user_uid 0 must be an integer in 1000-60000"),
+    ("cluster_user_gid", 70000, "cluster_user_gid 70000 must be an integer in 1000-60000"),
+    ("cluster_network", "10.72.0.0/33", "cluster_network '10.72.0.0/33' is not a CIDR network"),
+])
+def test_bad_settings_name_the_variable(var, value, needle):
+    settings = {h: {var: value} for h in good()}
+    errors = cluster(good(), settings)[1]
+    assert errors[0].startswith("node1: ")
+    assert needle in errors[0]
+
+
+def test_cluster_wide_setting_must_not_differ_per_host():
+    errors = cluster(good(), {"node2": {"cluster_user_uid": 2001}})[1]
+    assert errors == ["cluster_user_uid differs between nodes (2000 on node1, node3; 2001 on node2). "
+                      "Set it once, in group_vars for group 'cluster'."]
+
+
+def test_empty_cluster():
+    assert validate([], {}) == ["inventory: group 'cluster' has no hosts. List the training nodes under group 'cluster', "
+                                "the rendezvous master first."]
+
+
+def test_all_errors_reported_at_once():
+    hv = {"a": {"cluster_ip": "127.0.0.1"}, "b": {"cluster_ip": "127.0.0.1"}}
+    errors = cluster(hv)[1]
+    assert len(errors) == 3  # two loopback, one duplicate
+
+
+def state(**changes):
+    base = {"host": "node2", "cluster_ip": "10.72.0.12", "addresses": ["10.71.0.12", "10.72.0.12"],
+            "passwd": {"root": ["x", "0", "0"], "train": ["x", "2000", "2000"]}, "group": {"root": ["x", "0"], "train": ["x", "2000"]},
+            "user_name": "train", "uid": 2000, "gid": 2000}
+    base.update(changes)
+    return base
+
+
+def test_node_already_converged_is_fine():
+    assert node_errors(state()) == []
+
+
+def test_node_fresh_is_fine():
+    assert node_errors(state(passwd={"root": ["x", "0", "0"]}, group={"root": ["x", "0"]})) == []
+
+
+def test_node_without_cluster_ip():
+    assert node_errors(state(addresses=["10.71.0.12"])) == [
+        "node2: cluster_ip 10.72.0.12 is not an address of any interface here (it has 10.71.0.12). Fix cluster_ip in the inventory."]
+
+
+def test_uid_and_gid_taken_by_others():
+    errors = node_errors(state(passwd={"intruder": ["x", "2000", "2000"]}, group={"intruder": ["x", "2000"]}))
+    assert errors == [
+        "node2: cluster_user_uid 2000 already belongs to user intruder here. Choose a uid that is free on every node, or free it on node2.",
+        "node2: cluster_user_gid 2000 already belongs to group intruder here. Choose a gid that is free on every node (set cluster_user_gid)."]
+
+
+def test_user_exists_with_another_uid():
+    errors = node_errors(state(passwd={"train": ["x", "1001", "1001"]}))
+    assert errors == ["node2: user train exists with uid 1001, not cluster_user_uid 2000. Set cluster_user_uid to match, or fix the account on node2."]
+
+
+def test_port_ranges_and_shared_dir():
+    settings = {h: {"cluster_nccl_port_range": "29000-30000", "cluster_mpi_btl_ports": "52000", "cluster_shared_dir": "mnt"} for h in good()}
+    errors = cluster(good(), settings)[1]
+    assert errors == [
+        "node1: cluster_shared_dir 'mnt' must be an absolute path.",
+        "node1: cluster_mpi_btl_ports '52000' must be a port range lo-hi within 1024-65535, e.g. 50000-59999.",
+        "node1: cluster_nccl_port_range 29000-30000 contains cluster_master_port 29500. Move one of them.",
+    ] + errors[3:] and len(errors) == 9  # the same three for node2 and node3
+
+
+def test_overlapping_ranges():
+    settings = {h: {"cluster_mpi_oob_ports": "52100-52299"} for h in good()}
+    assert cluster(good(), settings)[1][0] == ("node1: cluster_mpi_btl_ports and cluster_mpi_oob_ports overlap "
+                                               "(52000-52199, 52100-52299). Give each its own ports.")
+
+
+def test_nfs_server_must_be_a_cluster_node():
+    settings = {h: {"cluster_nfs_server": "storage1"} for h in good()}
+    assert cluster(good(), settings)[1] == ["cluster_nfs_server storage1 (group nfs_server) is not in group cluster. "
+                                            "Serve NFS from a cluster node."]
+
+
+def test_by_node_reads_a_path_and_gives_none_where_it_is_missing():
+    hostvars = {"n1": {"facts": {"gpu": {"count": 8}}}, "n2": {"facts": {}}, "n3": {}}
+    assert by_node(["n1", "n2", "n3", "n4"], hostvars, ["facts", "gpu", "count"]) == {"n1": 8, "n2": None, "n3": None, "n4": None}
+    assert by_node(["n1"], hostvars, "facts") == {"n1": {"gpu": {"count": 8}}}
+
+
+def test_by_node_gives_the_default_where_the_path_leads_nowhere_and_keeps_a_null():
+    hostvars = {"n1": {"probe": {"results": None}}, "n2": {"probe": {}}, "n3": {"probe": None}}
+    assert by_node(["n1", "n2", "n3", "n4"], hostvars, ["probe", "results"], []) == {"n1": None, "n2": [], "n3": [], "n4": []}
+
+
+def test_a_read_only_port_range_that_differs_is_named_with_the_setting_that_avoids_it():
+    read_only = {"writable": False, "live": "32768\t60999", "wanted": "50000-59999"}
+    assert node_errors(state(port_range=read_only)) == [
+        "node2: net.ipv4.ip_local_port_range cannot be set here (/proc/sys is read-only: a container?); it is 32768-60999, "
+        "not cluster_nccl_port_range 50000-59999. Set firewall_pin_port_range: false for node2 to keep its own range and "
+        "open it to the cluster in the firewall instead."]
+    # Read-only but already right, or writable: nothing to say.
+    assert node_errors(state(port_range=dict(read_only, live="50000\t59999"))) == []
+    assert node_errors(state(port_range=dict(read_only, writable=True))) == []
+
+
+def test_a_kernel_without_nfs_is_named_before_anything_changes():
+    # As in this machine's containers: no nfsd, no NFS client, no modules directory.
+    bare = {"server": True, "client": True, "filesystems": ["ext4", "proc", "tmpfs"], "modules": [], "builtin": None}
+    errors = node_errors(state(nfs=bare))
+    assert [e.split(" needs")[0] for e in errors] == ["node2: nfs_server_backend kernel", "node2: nfs_mount_state mounted"]
+    assert "Set nfs_server_backend: ganesha (user space)" in errors[0] and "Set nfs_mount_state: present" in errors[1]
+    # A module on disk, or built in, is enough (modprobe loads it).
+    assert node_errors(state(nfs=dict(bare, modules=["nfsd.ko.xz", "nfs.ko.zst"]))) == []
+    assert node_errors(state(nfs=dict(bare, builtin="kernel/fs/nfsd/nfsd.ko\nkernel/fs/nfs/nfs.ko\n"))) == []
+    assert node_errors(state(nfs=dict(bare, server=False, filesystems=["nfs4"]))) == []

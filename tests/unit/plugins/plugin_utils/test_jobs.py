@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Training jobs: the pre-flight's findings and a job's status, on real torchrun output (tests/fixtures/torchrun)."""
+
+import base64
+import json
+import os
+
+from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs
+
+NODES = ['node1', 'node2', 'node3']
+MASTER = '10.96.0.11:29500'
+ADDRESSES = {'node1': '10.96.0.11', 'node2': '10.96.0.12', 'node3': '10.96.0.13'}
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'torchrun')
+RECORD = {'name': 'ddp1', 'run_id': 'trainops-job-ddp1-1'}
+RUNNING = {'ActiveState': 'active', 'Result': 'success', 'ExecMainStatus': '0', 'ExecMainStartTimestamp': 'Tue 2026-12-01 12:43:27 UTC'}
+FAILED = {'ActiveState': 'failed', 'Result': 'exit-code', 'ExecMainStatus': '1', 'ExecMainStartTimestamp': 'Tue 2026-12-01 12:43:27 UTC'}
+
+
+def env(rank):
+    text = 'NNODES=3\nNODE_RANK=%d\nNPROC_PER_NODE=1\nMASTER_ADDR=10.96.0.11\nMASTER_PORT=29500\n' % rank
+    return base64.b64encode(text.encode()).decode()
+
+
+def preflight(**changes):
+    args = {'launch_env_b64': {n: env(i) for i, n in enumerate(NODES)}, 'matrix': {'messages': []},
+            'listeners': {n: [{'port': 29500, 'state': 'listening'}] for n in NODES},
+            'writes': {n: {'dest': '/mnt/shared/jobs/.preflight-' + n} for n in NODES},
+            'seen': ['.preflight-' + n for n in NODES]}
+    args.update(changes)
+    return jobs.preflight(NODES, args['launch_env_b64'], MASTER, args['matrix'], args['listeners'], args['writes'], args['seen'],
+                          '/mnt/shared/jobs')
+
+
+def exit_record(node, rc, ended, stopped_by=None, run_id='trainops-job-ddp1-1'):
+    return json.dumps({'node': node, 'rc': rc, 'run_id': run_id, 'started': '2026-12-01T12:43:27Z', 'ended': ended,
+                       'stopped_by': stopped_by})
+
+
+def test_a_clean_cluster_has_no_findings():
+    assert preflight() == []
+
+
+def test_findings_name_each_node_and_cause():
+    envs = {n: env(i) for i, n in enumerate(NODES)}
+    envs['node3'] = env(0)
+    envs['node2'] = None
+    findings = preflight(
+        launch_env_b64=envs,
+        matrix={'messages': ['node3 -> node1 (29500): timed out', 'node1 -> node2 (29500): timed out']},
+        listeners={'node1': [{'port': 29500, 'state': 'served'}]},
+        writes={'node1': {'dest': 'x'}, 'node2': {'msg': 'Permission denied'}, 'node3': {'dest': 'x'}},
+        seen=['.preflight-node1'])
+    assert findings == [
+        'node2: no launch environment (run site.yml --tags launch)',
+        'node1 and node3 both claimed NODE_RANK 0 (in their launch.env): the rendezvous waits for the node that should hold '
+        'the missing rank',
+        'node1: the master port 29500 is in use (another program listens there; a job still running?)',
+        'master port: node3 -> node1 (29500): timed out',
+        'node2: cannot write to /mnt/shared/jobs as the training user: Permission denied',
+        'node3: wrote to /mnt/shared/jobs, but node1 does not see the file: not the same shared storage',
+    ]
+
+
+def test_last_step_reads_the_scripts_records_logs_and_progress_bars():
+    assert jobs.last_step(['TRAINOPS {"event": "step", "loss": 0.2, "step": 17}', 'noise']) == 17
+    assert jobs.last_step(["{'loss': 1.2, 'grad_norm': 3.0, 'epoch': 0.5}", ' 42/100 [00:10<00:14,  4.1it/s]']) == 42
+    assert jobs.last_step(['global_step=7 loss=0.3']) == 7
+    assert jobs.last_step(['nothing here']) is None
+
+
+def test_a_running_job():
+    status = jobs.status(NODES, {n: RUNNING for n in NODES}, {n: None for n in NODES},
+                         {n: ['TRAINOPS {"event": "step", "step": 12}'] for n in NODES}, RECORD, ADDRESSES)
+    assert status['verdict'] == 'running' and status['first_failed'] is None
+    assert status['rows'][0][:3] == ['node1', 'running', '12']
+
+
+def test_a_slurm_job_stands_for_every_node_until_a_part_ends():
+    slurm_job = {'ActiveState': 'active', 'SlurmJobId': '18', 'SlurmState': 'RUNNING'}
+    ended = json.dumps({'node': 'node2', 'rc': 1, 'run_id': RECORD['run_id'], 'ended': '2026-12-01T22:55:19.397Z',
+                        'stopped_by': None})
+    status = jobs.status(NODES, {n: slurm_job for n in NODES}, {'node1': None, 'node2': ended, 'node3': None},
+                         {n: [] for n in NODES}, RECORD, ADDRESSES)
+    assert [row[1] for row in status['rows']] == ['running', 'failed: exited 1', 'running']
+    assert status['first_failed'] == 'node2'
+    queued = jobs.status(NODES, {n: dict(slurm_job, SlurmState='PENDING', SlurmReason='ReqNodeNotAvail') for n in NODES},
+                         {n: None for n in NODES}, {n: [] for n in NODES}, RECORD, ADDRESSES)
+    assert queued['verdict'] == 'queued in Slurm (ReqNodeNotAvail)' and queued['rows'][0][1] == 'queued: ReqNodeNotAvail'
+    # A unit that runs on (systemd) is running whatever an old record says.
+    unit = jobs.status(NODES, {n: RUNNING for n in NODES}, {'node1': None, 'node2': ended, 'node3': None},
+                       {n: [] for n in NODES}, RECORD, ADDRESSES)
+    assert [row[1] for row in unit['rows']] == ['running'] * 3
+
+
+def test_the_node_whose_rank_was_killed_failed_first_though_a_peer_ended_sooner():
+    with open(os.path.join(FIXTURES, 'killed-rank.log')) as handle:
+        killed = handle.read().splitlines()
+    logs = {'node1': ['RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.12]:50123'],
+            'node2': killed, 'node3': ['terminated']}
+    exits = {'node1': exit_record('node1', 1, '2026-12-01T12:44:21.0Z'), 'node2': exit_record('node2', 1, '2026-12-01T12:44:25.0Z'),
+             'node3': exit_record('node3', 143, '2026-12-01T12:44:27.0Z', stopped_by='node1')}
+    status = jobs.status(NODES, {n: FAILED for n in NODES}, exits, logs, RECORD, ADDRESSES)
+    assert status['first_failed'] == 'node2' and status['verdict'] == 'failed: node2 failed first'
+    assert status['nodes']['node3']['state'] == 'stopped: node1 failed'
+
+
+def test_the_peer_that_went_away_is_named_when_no_log_shows_a_signal():
+    logs = {'node1': ['RuntimeError: Connection closed by peer [10.96.0.13]:50123'], 'node2': [], 'node3': []}
+    exits = {'node1': exit_record('node1', 1, '2026-12-01T12:44:21.0Z'), 'node2': None,
+             'node3': exit_record('node3', 1, '2026-12-01T12:44:29.0Z')}
+    status = jobs.status(NODES, {n: FAILED for n in NODES}, exits, logs, RECORD, ADDRESSES)
+    assert status['first_failed'] == 'node3'
+
+
+def test_records_of_an_earlier_start_are_not_this_ones():
+    exits = {n: exit_record(n, 1, '2026-12-01T10:00:00Z', run_id='trainops-job-ddp1-0') for n in NODES}
+    status = jobs.status(NODES, {n: RUNNING for n in NODES}, exits, {}, RECORD, ADDRESSES)
+    assert status['verdict'] == 'running' and status['first_failed'] is None
+
+
+def test_succeeded_stopped_and_unknown_jobs():
+    done = {n: exit_record(n, 0, '2026-12-01T12:50:00Z') for n in NODES}
+    stopped_unit = {'ActiveState': 'inactive', 'Result': 'success', 'ExecMainStartTimestamp': 'Tue 2026-12-01 12:43:27 UTC'}
+    assert jobs.status(NODES, {n: stopped_unit for n in NODES}, done, {}, RECORD, ADDRESSES)['verdict'] == 'succeeded'
+    assert jobs.status(NODES, {n: stopped_unit for n in NODES}, {}, {}, RECORD, ADDRESSES)['verdict'] == 'stopped'
+    never = {n: {'ActiveState': 'inactive', 'ExecMainStartTimestamp': ''} for n in NODES}
+    assert jobs.status(NODES, never, {}, {}, None, ADDRESSES)['verdict'] == 'no such job'
+
+
+def test_a_job_the_user_stopped_failed_nowhere():
+    # trainops-job's records after train_action=stop; the state of a detached runner (no systemd) that has ended.
+    exits = {n: exit_record(n, 143, '2026-12-01T12:50:00Z', stopped_by=jobs.USER_STOP) for n in NODES}
+    ended = {'ActiveState': 'inactive', 'ExecMainStartTimestamp': '2026-12-01T12:43:27Z'}
+    status = jobs.status(NODES, {n: ended for n in NODES}, exits, {}, RECORD, ADDRESSES)
+    assert status['verdict'] == 'stopped' and status['first_failed'] is None
+    assert {s['state'] for s in status['nodes'].values()} == {'stopped'}
+
+
+def test_failed_nodes_without_end_times_are_named_in_rank_order():
+    # Units that failed with no exit record: the same nodes name the same one, in whatever order they come.
+    assert jobs.first_failed(['node3', 'node2'], {}, ADDRESSES, {}) == 'node2'
+    assert jobs.first_failed(['node2', 'node3'], {}, ADDRESSES, {'node2': None, 'node3': None}) == 'node2'
+    # An end time still comes first.
+    assert jobs.first_failed(['node1', 'node3'], {}, ADDRESSES, {'node1': '2026-12-01T12:44:29Z', 'node3': '2026-12-01T12:44:21Z'}) == 'node3'
