@@ -4,19 +4,45 @@
 """Sockets that stand in for nodes, services and firewalls in the port tests."""
 
 import contextlib
+import random
 import socket
 
 import pytest
 
 
+# Below the kernel's ephemeral range (32768-60999 by default), where concurrent programs' own connections and
+# port-0 binds land: a port picked there can be taken between the pick and the test's use of it.
+PICK_LOW, PICK_HIGH = 20000, 32000
+
+
+def _free_everywhere(port):
+    """Nothing holds port on any address: a bind to the wildcard address conflicts with every other bind."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_block(length):
+    """length consecutive ports that no program on this machine holds right now."""
+    rng = random.SystemRandom()
+    for dummy in range(200):
+        start = rng.randrange(PICK_LOW, PICK_HIGH - length)
+        block = list(range(start, start + length))
+        if all(_free_everywhere(port) for port in block):
+            return block
+    pytest.fail("no %d consecutive free ports in %d-%d" % (length, PICK_LOW, PICK_HIGH))
+
+
 def free_ports(count):
-    """Ports nobody listens on right now (the kernel's pick of ephemeral ports)."""
-    socks = [socket.socket() for dummy in range(count)]
-    for sock in socks:
-        sock.bind(("127.0.0.1", 0))
-    found = [sock.getsockname()[1] for sock in socks]
-    for sock in socks:
-        sock.close()
+    """count distinct ports, each free with its next port free too (tests probe port + 1)."""
+    found = []
+    while len(found) < count:
+        port = free_block(2)[0]
+        if port not in found and port + 1 not in found and port - 1 not in found:
+            found.append(port)
     return found
 
 
