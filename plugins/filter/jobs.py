@@ -17,10 +17,18 @@ def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, se
                           list(seen), str(jobs_dir))
 
 
-def train_status(nodes, units, exits_b64, logs, record_b64, addresses):
+def _json_b64(text):
+    try:
+        return json.loads(base64.b64decode(text)) if text else None
+    except ValueError:
+        return None  # not JSON (edited by hand, say): read as absent
+
+
+def train_status(nodes, units, exits_b64, logs, record_b64, addresses, progress_b64=None, watch_b64=None, now=0.0):
     exits = {node: base64.b64decode(text).decode("utf-8", "replace") if text else None for node, text in dict(exits_b64).items()}
-    record = json.loads(base64.b64decode(record_b64)) if record_b64 else None
-    return jobs.status(list(nodes), dict(units), exits, {n: list(v or []) for n, v in dict(logs).items()}, record, dict(addresses))
+    progress = {node: _json_b64(text) for node, text in dict(progress_b64 or {}).items()}
+    return jobs.status(list(nodes), dict(units), exits, {n: list(v or []) for n, v in dict(logs).items()}, _json_b64(record_b64),
+                       dict(addresses), progress, _json_b64(watch_b64), float(now))
 
 
 def llamafactory_paths(config):

@@ -19,8 +19,9 @@ description:
     with the odd nodes' cells marked, the torchrun rungs and the training loss curve, the doctor's findings with
     their fixes, and when each report was made.
   - Also reads every C(train-<job>.json) there (the status of a job of C(playbooks/train.yml)) and shows each job
-    with its verdict, the node that failed first and every node's state, last step and last line. A job does not
-    change the cluster's verdict.
+    with its verdict, the node that failed first, every node's state, last step, step rate and last line, its step
+    against time (stalls and restarts marked), its loss curve and a stall's diagnosis. A job does not change the
+    cluster's verdict.
   - The page needs no network to open. Styles and plots (SVG, drawn with matplotlib) are inside it, and it runs
     no script. Text from the nodes is escaped.
   - A stage that never wrote a report is shown as C(NOT RUN); the verdict is PASS only when some stage reported

@@ -112,16 +112,100 @@ def ladder(verdicts):
 
 
 def _job_status(verdict):
-    """A job's verdict (plugin_utils/jobs.status's words) on the page's scale, for its colour: FAIL only when a node
-    failed; PASS while it runs on every node or once it succeeded; WARN when queued in Slurm or running on some nodes
-    only; a stopped job or one that never started has no verdict (NOT RUN)."""
-    if verdict.startswith("failed"):
+    """A job's verdict (plugin_utils/jobs.status's words) on the page's scale, for its colour: FAIL when a node failed
+    or the supervisor stopped the job after a stall; PASS while it runs on every node or once it succeeded; WARN when
+    queued in Slurm, running on some nodes only or stalled (still running: it may yet move, or be restarted); a
+    stopped job or one that never started has no verdict (NOT RUN)."""
+    if verdict.startswith(("failed", "stopped after a stall")):
         return FAIL
     if verdict in ("running", "succeeded"):
         return PASS
-    if verdict.startswith(("partly running", "queued")):
+    if verdict.startswith(("partly running", "queued", "stalled")):
         return WARN
     return MISSING
+
+
+def _job_rows(report, culprits):
+    """The table's rows: [{node, state, step, logged, steps_per_minute, last_line, first_failed, culprit}]."""
+    rows = []
+    for node, state, step, *rate, last_line in report.get("rows") or []:
+        # A report written before status carried the step's age and rate has 4 columns.
+        logged, per_minute = rate or ("-", "-")
+        rows.append({"node": node, "state": state, "step": step, "logged": logged, "steps_per_minute": per_minute,
+                     "last_line": last_line, "first_failed": node == report.get("first_failed"), "culprit": node in culprits})
+    return rows
+
+
+def _job_origin(points, events):
+    """Time zero of the job's plot and event list (unix time): its first point on any node, else its first event."""
+    firsts = [series[0][0] for series in points.values() if series] or [event["at"] for event in events if event.get("at")]
+    return min(firsts, default=None)
+
+
+def _event_detail(event):
+    """An event's words for the page's event list: the diagnosis's verdict, or what the supervisor saw or did."""
+    kind = event.get("event")
+    if kind == "diagnosis":
+        return event.get("verdict") or ""
+    if kind == "stall":
+        return "at step %s: no new step for %s s" % (event.get("step"), event.get("idle_seconds"))
+    if kind == "restart":
+        return "attempt %s of %s" % (event.get("attempt"), event.get("limit"))
+    if kind == "restart limit":
+        return "%s of %s restarts made" % (event.get("restarts"), event.get("limit"))
+    return event.get("why") or ""
+
+
+def _event_mark(event):
+    """The step plot's label for an event drawn as a vertical line there, or None for one it does not show."""
+    if event.get("event") == "stall":
+        return "stall"
+    if event.get("event") == "restart":
+        return "restart %s" % event.get("attempt")
+    return None
+
+
+def _job_progress(points, events, origin):
+    """The step plot's data: {nodes: [[node, [[seconds, step]]]], marks: [[seconds, label]]}, seconds since origin; None
+    when no node has a point (only rank 0 prints steps: often only the first node has any)."""
+    nodes = [[node, [[round(at - origin, 3), step] for at, step, _loss in series]] for node, series in points.items() if series]
+    if not nodes:
+        return None
+    marks = [[round(event["at"] - origin, 3), _event_mark(event)] for event in events if _event_mark(event) and event.get("at")]
+    return {"nodes": nodes, "marks": marks}
+
+
+def _job_losses(points):
+    """[[step, loss]] of the node with the most points (the one that prints the loss), steps without a loss left out."""
+    longest = max(points.values(), key=len, default=[])
+    return [[step, loss] for _at, step, loss in longest if loss is not None]
+
+
+def _job_diagnosis(report, events):
+    """The last stall's {text, culprits: [{rank, node, why}], odd: ["rank R (node)" or "node" per culprit that names
+    one]}, or None when the job has not stalled. A culprit without rank or node (a rank missing everywhere) is named
+    only in the text."""
+    if not report.get("diagnosis"):
+        return None
+    last = next((event for event in reversed(events) if event.get("event") == "diagnosis"), {})
+    culprits = last.get("culprits") or []
+    odd = [("rank %s (%s)" % (c["rank"], c.get("node"))) if c.get("rank") is not None else c["node"] for c in culprits
+           if c.get("rank") is not None or c.get("node")]
+    return {"text": report["diagnosis"], "culprits": culprits, "odd": odd}
+
+
+def _job(name, report, made):
+    events = report.get("events") or []
+    points = {node: seen.get("points") or [] for node, seen in (report.get("nodes") or {}).items()}
+    diagnosis = _job_diagnosis(report, events)
+    origin = _job_origin(points, events)
+    return {"name": name, "verdict": report.get("verdict"), "status": _job_status(report.get("verdict") or ""),
+            "first_failed": report.get("first_failed"), "made": made, "stall_seconds": report.get("stall_seconds"),
+            "rows": _job_rows(report, {c["node"] for c in (diagnosis or {}).get("culprits", []) if c.get("node")}),
+            "diagnosis": diagnosis,
+            "events": [{"seconds": round(event["at"] - origin, 1) if event.get("at") else None, "event": event.get("event"),
+                        "detail": _event_detail(event)} for event in events],
+            "progress": _job_progress(points, events, origin), "losses": _job_losses(points)}
 
 
 def jobs(reports, made):
@@ -129,16 +213,14 @@ def jobs(reports, made):
     roles/train from plugin_utils/jobs.status at every start, status and stop).
 
     reports: {job: that report}; made: {job: when it was written (text)}. Returns, in the order of reports,
-    [{name, verdict, status (_job_status), first_failed, made, rows: [{node, state, step, last_line, first_failed}]}].
+    [{name, verdict, status (_job_status), first_failed, made, stall_seconds,
+      rows: [{node, state, step, logged, steps_per_minute, last_line, first_failed, culprit (named by the diagnosis)}],
+      diagnosis: {text, culprits: [{rank, node, why}], odd: [who each culprit is]} or None,
+      events: [{seconds (since the job's first point, else its first event), event, detail}],
+      progress: {nodes: [[node, [[seconds, step]]]], marks: [[seconds, "stall" | "restart N"]]} or None without points,
+      losses: [[step, loss]]}].
     """
-    listed = []
-    for name, report in reports.items():
-        first = report.get("first_failed")
-        rows = [{"node": node, "state": state, "step": step, "last_line": last_line, "first_failed": node == first}
-                for node, state, step, last_line in report.get("rows") or []]
-        listed.append({"name": name, "verdict": report.get("verdict"), "status": _job_status(report.get("verdict") or ""),
-                       "first_failed": first, "made": made.get(name), "rows": rows})
-    return listed
+    return [_job(name, report, made.get(name)) for name, report in reports.items()]
 
 
 def page(reports, made, job_reports=None, job_made=None):

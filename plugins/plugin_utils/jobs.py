@@ -13,11 +13,11 @@ from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict 
 
 # The exit record's stopped_by of a part that train_action=stop ended (trainops-job's USER_STOP): not a node's name.
 USER_STOP = "train_action=stop"
+# ... and of a part that the supervisor ended after a stall (trainops-watch's STALL_STOP).
+STALL_STOP = "train_on_stall=stop"
 # A step counter as training scripts print it: train_ddp.py's records, "step 12", "global_step=12", tqdm's "12/100 [".
 # Gloo's word for a peer that went away: names the peer's address.
 _PEER_GONE_RE = re.compile(r'(?:closed by peer|Connection reset by peer) \[([0-9a-fA-F.:]+)\]')
-_STEP_RES = (re.compile(r'TRAINOPS \{.*"event": "step".*"step": (\d+)'), re.compile(r'\b(?:global_)?step[ =:]+(\d+)', re.I),
-             re.compile(r'\b(\d+)/\d+ \['))
 
 
 def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir):
@@ -51,14 +51,17 @@ def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jo
     return findings
 
 
-def last_step(lines):
-    """The last training step the output names, or None."""
-    for line in reversed(lines):
-        for pattern in _STEP_RES:
-            found = pattern.findall(line)
-            if found:
-                return int(found[-1])
-    return None
+def progress_of(progress, now):
+    """What a node's progress record (NODE.progress.json, kept by trainops-watch) says: {step, logged_seconds_ago,
+    steps_per_minute (over the last minute of steps seen, else the last two)}; Nones where it has none."""
+    points = (progress or {}).get("points") or []
+    if not points:
+        return {"step": None, "logged_seconds_ago": None, "steps_per_minute": None}
+    recent = [p for p in points if p[0] >= points[-1][0] - 60] or points[-2:]
+    recent = recent if len(recent) > 1 else points[-2:]
+    span = recent[-1][0] - recent[0][0]
+    rate = round(60.0 * (recent[-1][1] - recent[0][1]) / span, 1) if len(recent) > 1 and span > 0 else None
+    return {"step": progress.get("step"), "logged_seconds_ago": round(max(0.0, now - progress["step_at"]), 1), "steps_per_minute": rate}
 
 
 def _exit_record(text):
@@ -89,15 +92,21 @@ def first_failed(failed, logs, addresses, ended):
     return None
 
 
-def status(nodes, units, exits, logs, record, addresses):
+def status(nodes, units, exits, logs, record, addresses, progress=None, watch=None, now=0.0):
     """One row per node and the job's verdict.
 
     units: {node: the unit's properties (systemd_service's status, trainops-job state where there is no systemd, or
     the Slurm batch job's state, with SlurmJobId, for every node)};
     exits: {node: NODE.exit text or None}; logs: {node: [last lines]}; record: the job record (job.json) or None;
-    addresses: {node: cluster_ip}. Returns {rows: [[node, state, step, last line]], nodes: {node: {state, rc,
-    stopped_by, ended, step}}, verdict, first_failed}.
+    addresses: {node: cluster_ip}; progress: {node: NODE.progress.json or None}; watch: the supervisor's view
+    (watch.json) or None; now: seconds since the epoch. Returns {rows: [[node, state, step, logged, steps/min, last
+    line]], nodes: {node: {state, rc, stopped_by, ended, step, logged_seconds_ago, steps_per_minute, points}}, verdict,
+    first_failed, stall_seconds, events (this start's, from the supervisor), diagnosis (the last stall's verdict)}.
     """
+    run_id = (record or {}).get("run_id")
+    progress = {n: p for n, p in (progress or {}).items() if p and p.get("run_id") == run_id}
+    watch = watch if watch and watch.get("run_id") == run_id else {}
+    events = [e for e in (record or {}).get("events") or [] if e.get("run_id") == run_id]
     per_node, rows = {}, []
     for node in nodes:
         unit = units.get(node) or {}
@@ -113,7 +122,7 @@ def status(nodes, units, exits, logs, record, addresses):
             state = "running"
         elif exit_ is not None:
             by = exit_.get("stopped_by")
-            state = "stopped" if by == USER_STOP else ("stopped: %s failed" % by) if by else (
+            state = "stopped" if by == USER_STOP else "stopped: stalled" if by == STALL_STOP else ("stopped: %s failed" % by) if by else (
                 "exited 0" if exit_["rc"] == 0 else "failed: exited %s" % exit_["rc"])
         elif unit.get("Result", "success") != "success":
             state = "failed: %s" % unit["Result"]
@@ -121,9 +130,11 @@ def status(nodes, units, exits, logs, record, addresses):
             state = "stopped"
         else:
             state = "not started"
-        per_node[node] = {"state": state, "rc": exit_["rc"] if exit_ else None, "stopped_by": (exit_ or {}).get("stopped_by"),
-                          "ended": (exit_ or {}).get("ended"), "step": last_step(lines)}
-        rows.append([node, state, "-" if per_node[node]["step"] is None else str(per_node[node]["step"]), lines[-1] if lines else "-"])
+        seen = progress_of(progress.get(node), now)
+        per_node[node] = dict(seen, state=state, rc=exit_["rc"] if exit_ else None, stopped_by=(exit_ or {}).get("stopped_by"),
+                              ended=(exit_ or {}).get("ended"), points=(progress.get(node) or {}).get("points") or [])
+        rows.append([node, state] + ["-" if seen[key] is None else str(seen[key]) + unit for key, unit in
+                                     (("step", ""), ("logged_seconds_ago", " s ago"), ("steps_per_minute", ""))] + [lines[-1] if lines else "-"])
     failed = [n for n, s in per_node.items() if s["state"].startswith("failed")]
     first = first_failed(failed, logs, addresses, {n: s["ended"] for n, s in per_node.items()})
     states = {s["state"] for s in per_node.values()}
@@ -133,10 +144,16 @@ def status(nodes, units, exits, logs, record, addresses):
         verdict = "failed: %s failed first" % first
     elif any(s.startswith("queued") for s in states):
         verdict = "queued in Slurm (%s)" % next(s for s in states if s.startswith("queued"))[len("queued: "):]
+    elif "running" in states and watch.get("state") == "stalled":
+        verdict = "stalled: no node logged a new step for %s s" % watch.get("stall_seconds")
     elif "running" in states:
         verdict = "running" if states == {"running"} else "partly running: %s" % ", ".join(n for n, s in per_node.items() if s["state"] != "running")
     elif states == {"exited 0"}:
         verdict = "succeeded"
+    elif "stopped: stalled" in states:
+        verdict = "stopped after a stall (train_on_stall)"
     else:
         verdict = "stopped"
-    return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first}
+    diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == "diagnosis"), None)
+    return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first, "stall_seconds": watch.get("stall_seconds"),
+            "events": events, "diagnosis": diagnosis}

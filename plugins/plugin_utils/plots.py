@@ -20,6 +20,9 @@ import re
 BUSBW = "#1f6feb"
 LIMIT = "#bf8700"
 LOSS = "#8250df"
+# The step plot's event markers: a stall the supervisor saw, a restart it made.
+STALL = LIMIT
+RESTART = "#cf222e"
 MAX_NAMED = 8
 RC = {"svg.hashsalt": "trainops", "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
 
@@ -122,6 +125,31 @@ def _draw_loss(points, resumed_at):
         return _svg(figure)
 
 
+def _draw_steps(series, marks):
+    from matplotlib import rc_context
+
+    with rc_context(RC):
+        figure = _figure(2.6)
+        axes = figure.subplots()
+        named = len(series) <= MAX_NAMED
+        for index, (node, points) in enumerate(series):
+            seconds, steps = zip(*points)
+            axes.plot(seconds, steps, marker="o", markersize=2, linewidth=1.6, label=node if named else None,
+                      color=BUSBW if index == 0 else "C%d" % index, alpha=1 if named else 0.5)
+        # Each marker named at its line's top: stalls repeat, and a legend entry per restart would hide the lines.
+        for at, label in marks:
+            axes.axvline(at, color=RESTART if label.startswith("restart") else STALL, linestyle="--", linewidth=1.2)
+            axes.annotate(label, (at, 1), xycoords=("data", "axes fraction"), xytext=(2, -2), textcoords="offset points",
+                          rotation=90, va="top", fontsize=8)
+        axes.set_xlabel("seconds since the first step")
+        axes.set_ylabel("step")
+        axes.set_ylim(bottom=0)
+        axes.grid(True, alpha=0.3)
+        if named:
+            axes.legend(loc="lower right", fontsize=8, frameon=False)
+        return _svg(figure)
+
+
 def busbw(cache, series, limit_gbps=None):
     """busbw (GB/s) against message size (bytes, log scale) for each run of a rung, and the link's limit when known.
 
@@ -138,3 +166,15 @@ def loss(cache, points, resumed_at=None):
     if not points or available():
         return None
     return cache.get(["loss", points, resumed_at], lambda: _draw_loss(points, resumed_at))
+
+
+def steps(cache, series, marks=()):
+    """A job's step against time, one line per node, a dashed vertical line at each stall and restart.
+
+    series: [[node, [[seconds, step]]]]; marks: [[seconds, label]]. Returns the SVG text, or None without a point or
+    without matplotlib.
+    """
+    series = [[node, points] for node, points in series if points]
+    if not series or available():
+        return None
+    return cache.get(["steps", series, list(marks)], lambda: _draw_steps(series, marks))

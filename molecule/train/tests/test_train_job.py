@@ -6,7 +6,7 @@ import time
 
 import pytest
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
-from testbed_fixtures import CLUSTER, INVENTORY, playbook, timed
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, playbook, timed
 
 JOB = "ddp1"
 SHARED = INVENTORY.parent / ".state" / "shared"
@@ -15,7 +15,9 @@ JOB_DIR = SHARED / "jobs" / JOB
 COMMAND = ('torchrun --nnodes="$NNODES" --node_rank="$NODE_RANK" --nproc_per_node="$NPROC_PER_NODE" '
            '--master_addr="$MASTER_ADDR" --master_port="$MASTER_PORT" --redirects 1 --tee 1 /opt/trainops/bin/train_ddp.py '
            '--checkpoint-dir "$TRAINOPS_CHECKPOINT_DIR" --resume auto --steps 200 --save-every 5 --step-seconds 0.5')
-OPTIONS = {"train_command": COMMAND, "train_run_opts": ["--volume", "/opt/trainops/bin:/opt/trainops/bin:ro"]}
+# A stall is judged after 15 s without a new step (steps come every 0.5 s, checkpoints every 5).
+OPTIONS = {"train_command": COMMAND, "train_run_opts": ["--volume", "/opt/trainops/bin:/opt/trainops/bin:ro"], "train_stall_seconds": 15}
+RANK = "^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py"
 START = ["-e", "train_job=%s" % JOB, "-e", json.dumps(OPTIONS)]
 
 
@@ -50,7 +52,7 @@ def wait_for(check, seconds, what):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-e", "train_job=x", "-e", "train_action=restart"], "train_action restart is not one of start, status, logs, stop"),
+    (["-e", "train_job=x", "-e", "train_action=restart"], "train_action restart is not one of start, status, watch"),
     (["-e", "train_job=x"], "train_command is empty"),
     (["-e", "train_job=../etc", "-e", "train_command=true"], "train_job must be a plain name"),
 ])
@@ -81,8 +83,65 @@ def test_a_second_start_of_a_running_job_is_refused():
     assert run.returncode != 0 and "job %s is already running on node1, node2, node3" % JOB in run.stdout
 
 
+def events(job=JOB):
+    return json.loads((SHARED / "jobs" / job / "job.json").read_text()).get("events", [])
+
+
+def test_a_stopped_rank_is_named_by_the_stall_diagnosis_on_the_cluster(node):
+    """A rank stopped mid-run (SIGSTOP: alive, silent, like a rank stuck in a driver): the others wait in DDP's
+    all-reduce. The supervisor on node1 judges the stall, every node diagnoses its processes (py-spy), the verdict
+    names rank 1 on node2; watch returns with it. The job goes on once the rank does (train_on_stall: report)."""
+    pid = node("node2").check_output("pgrep -f '%s'" % RANK).split()[0]
+    node("node2").check_output("kill -STOP %s", pid)
+    stopped = time.monotonic()
+    try:
+        run = train("-e", "train_job=%s" % JOB, "-e", "train_action=watch", "-e", "train_watch_seconds=120")
+        named = time.monotonic() - stopped
+    finally:
+        node("node2").check_output("kill -CONT %s", pid)
+    timed("a stalled rank named (stall time 15 s)", named)
+    assert run.returncode != 0 and "stalled" in run.stdout, run.stdout[-3000:]
+    diagnosis = [e for e in events() if e["event"] == "diagnosis"][-1]
+    assert diagnosis["culprits"] == [{"rank": 1, "node": "node2", "why": "is stopped"}], diagnosis
+    assert "rank 1 (node2) is stopped; ranks 0, 2 wait in backward (DDP's gradient all-reduce)" in diagnosis["verdict"]
+    assert diagnosis["verdict"] in run.stdout
+    # Every node answered with its processes' states and every rank's Python stack.
+    for name in CLUSTER:
+        answer = json.loads((JOB_DIR / ("%s.diagnosis.json" % name)).read_text())
+        [rank] = [p for p in answer["processes"] if "rank" in p]
+        assert rank["stack"] and rank["stack_error"] is None, answer
+    # The never-hang bound; the measure (stall time + diagnosis, at most 15 + 30 s) is scripts/benchmark's.
+    assert named < 15 + 60
+    before = steps("node1")[-1]
+    wait_for(lambda: steps("node1")[-1] > before + 2, 60, "steps again after the rank continued")
+    running, report = status()
+    assert running.returncode == 0 and report["verdict"] == "running", running.stdout[-2000:]
+    assert report["nodes"]["node1"]["steps_per_minute"] > 0
+
+
+def test_a_node_cut_off_the_training_network_is_named(node):
+    """node3's training link gone (its peers' packets dropped both ways, in a table of the test's own): every rank
+    waits and none is stopped; the nodes' reach of each other names node3. The job goes on once the link is back."""
+    peers = ", ".join(HOSTVARS[n]["cluster_ip"] for n in CLUSTER if n != "node3")
+    cut = ("add table inet trainops_cut; "
+           "add chain inet trainops_cut in { type filter hook input priority -10; }; add rule inet trainops_cut in ip saddr { %s } drop; "
+           "add chain inet trainops_cut out { type filter hook output priority -10; }; add rule inet trainops_cut out ip daddr { %s } drop"
+           % (peers, peers))
+    node("node3").check_output("nft '%s'" % cut)
+    try:
+        run = train("-e", "train_job=%s" % JOB, "-e", "train_action=watch", "-e", "train_watch_seconds=120")
+    finally:
+        node("node3").run("nft delete table inet trainops_cut")
+    assert run.returncode != 0 and "stalled" in run.stdout, run.stdout[-3000:]
+    diagnosis = [e for e in events() if e["event"] == "diagnosis"][-1]
+    assert diagnosis["culprits"][0] == {"rank": None, "node": "node3", "why": (
+        "is cut off from the training network (node1, node2 cannot reach it: timed out)")}, diagnosis
+    before = steps("node1")[-1]
+    wait_for(lambda: steps("node1")[-1] > before + 2, 120, "steps again after the link came back")
+
+
 def test_a_failed_node_stops_the_others_and_is_named(node, assert_nothing_left):
-    pid = node("node2").check_output("pgrep -f '^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py'").split()[0]
+    pid = node("node2").check_output("pgrep -f '%s'" % RANK).split()[0]
     node("node2").check_output("kill -9 %s", pid)
     killed = time.monotonic()
     wait_for(lambda: all(node(n).run("systemctl is-active trainops-job@%s" % JOB).stdout.strip() != "active" for n in CLUSTER),
@@ -116,6 +175,38 @@ def test_stop_ends_the_job_everywhere(node, assert_nothing_left):
     assert_nothing_left()
     logs = train("-e", "train_job=%s" % JOB, "-e", "train_action=logs")
     assert logs.returncode == 0 and "/jobs/%s/node3.log:" % JOB in logs.stdout
+
+
+def test_a_stall_restarts_every_node_from_the_checkpoint_then_stops_at_the_limit(node, assert_nothing_left):
+    """train_on_stall: restart, at most once. The first stall ends every node's part and starts it again (the script
+    resumes from its newest checkpoint); the second reaches the limit and stops the job; nothing is left on any node.
+    The controller is not attached meanwhile: the supervisor on node1 acts on its own."""
+    # Steps enough to outlast both stalls.
+    options = dict(OPTIONS, train_command=COMMAND.replace("--steps 200", "--steps 2000"), train_on_stall="restart",
+                   train_max_auto_restarts=1)
+    job = ["-e", "train_job=stall", "-e", json.dumps(options)]
+    run = train(*job)
+    assert run.returncode == 0, run.stdout[-3000:]
+    for attempt in (1, 2):
+        wait_for(lambda: len(steps_of("stall", "node1")) >= 8 * attempt, 90, "steps of attempt %d" % attempt)
+        node("node3").check_output("pkill -STOP -f '%s'" % RANK)
+        if attempt == 1:
+            wait_for(lambda: any(e["event"] == "restart" for e in events("stall")), 75, "a restart after the stall")
+    wait_for(lambda: all(node(n).run("systemctl is-active trainops-job@stall").stdout.strip() != "active" for n in CLUSTER),
+             90, "every node's part stopped at the restart limit")
+    kinds = [e["event"] for e in events("stall")]
+    assert kinds == ["stall", "diagnosis", "restart", "stall", "diagnosis", "restart limit", "stop"], kinds
+    assert all("rank 2 (node3) is stopped" in e["verdict"] for e in events("stall") if e["event"] == "diagnosis")
+    # The restart resumed from the newest complete checkpoint: the steps after it begin right after one.
+    logged = steps_of("stall", "node1")
+    resumed_at = next(i for i in range(1, len(logged)) if logged[i] <= logged[i - 1])
+    assert logged[resumed_at] % 5 == 1, logged
+    train("-e", "train_job=stall", "-e", "train_action=status")
+    report = json.loads((INVENTORY.parent / "reports" / "train-stall.json").read_text())
+    assert report["verdict"] == "stopped after a stall (train_on_stall)", report["verdict"]
+    assert {report["nodes"][n]["state"] for n in CLUSTER} == {"stopped: stalled"}
+    assert "rank 2 (node3) is stopped" in report["diagnosis"]
+    assert_nothing_left()
 
 
 def test_without_systemd_the_runner_detaches_itself_and_stops(node, assert_nothing_left):

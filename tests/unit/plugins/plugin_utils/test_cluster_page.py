@@ -17,6 +17,7 @@ NODES = ["node1", "node2", "node3"]
 ADDRESSES = {"node1": "10.96.0.11", "node2": "10.96.0.12", "node3": "10.96.0.13"}
 RECORD = {"name": "ddp1", "run_id": "trainops-job-ddp1-1"}
 STEP = '[default0]:TRAINOPS {"event": "step", "loss": 0.0548, "step": %d}'
+T0 = 1796299700.0  # a job's first step, unix time
 
 
 def load(run):
@@ -103,9 +104,15 @@ def test_a_ladder_where_every_rung_was_skipped_is_not_run():
     assert model["ladder"][0]["reasons"] == ["skipped: no GPUs"]
 
 
-def job_report(units, exits, logs):
+def job_report(units, exits, logs, record=None, progress=None, watch=None, now=0.0):
     """A job's status report as roles/train writes it to train-<job>.json: jobs.status through JSON."""
-    return json.loads(json.dumps(jobs.status(NODES, units, exits, logs, RECORD, ADDRESSES)))
+    return json.loads(json.dumps(jobs.status(NODES, units, exits, logs, record or RECORD, ADDRESSES, progress, watch, now)))
+
+
+def progress(node, points):
+    """NODE.progress.json as trainops-watch keeps it: points [[unix time, step, loss or None]]."""
+    return {"node": node, "run_id": RECORD["run_id"], "step": points[-1][1], "step_at": points[-1][0], "loss": points[-1][2],
+            "points": points}
 
 
 def exit_record(node, rc, ended, stopped_by=None):
@@ -115,7 +122,8 @@ def exit_record(node, rc, ended, stopped_by=None):
 def running_job():
     running = {"ActiveState": "active", "Result": "success", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
     return job_report({n: running for n in NODES}, {n: None for n in NODES},
-                      {"node1": [STEP % 148, STEP % 149], "node2": ["starting"], "node3": []})
+                      {"node1": [STEP % 148, STEP % 149], "node2": ["starting"], "node3": []},
+                      progress={"node1": progress("node1", [[T0, 148, 0.06], [T0 + 2, 149, 0.0548]])}, now=T0 + 14.3)
 
 
 def failed_job():
@@ -132,9 +140,79 @@ def test_a_running_job_shows_each_nodes_state_step_and_last_line():
     model = cluster_page.page(load("train"), {}, {"ddp1": running_job()}, {"ddp1": "2026-12-01 12:45:00 UTC"})
     assert model["jobs"] == [{
         "name": "ddp1", "verdict": "running", "status": "PASS", "first_failed": None, "made": "2026-12-01 12:45:00 UTC",
-        "rows": [{"node": "node1", "state": "running", "step": "149", "last_line": STEP % 149, "first_failed": False},
-                 {"node": "node2", "state": "running", "step": "-", "last_line": "starting", "first_failed": False},
-                 {"node": "node3", "state": "running", "step": "-", "last_line": "-", "first_failed": False}]}]
+        "stall_seconds": None, "diagnosis": None, "events": [],
+        "rows": [{"node": "node1", "state": "running", "step": "149", "logged": "12.3 s ago", "steps_per_minute": "30.0",
+                  "last_line": STEP % 149, "first_failed": False, "culprit": False},
+                 {"node": "node2", "state": "running", "step": "-", "logged": "-", "steps_per_minute": "-", "last_line": "starting",
+                  "first_failed": False, "culprit": False},
+                 {"node": "node3", "state": "running", "step": "-", "logged": "-", "steps_per_minute": "-", "last_line": "-",
+                  "first_failed": False, "culprit": False}],
+        "progress": {"nodes": [["node1", [[0.0, 148], [2.0, 149]]]], "marks": []}, "losses": [[148, 0.06], [149, 0.0548]]}]
+
+
+def test_a_report_of_four_columns_still_shows():
+    # train-<job>.json of a status before the step's age and rate: [node, state, step, last line].
+    report = {"verdict": "running", "rows": [["node1", "running", "12", "step 12"]]}
+    assert cluster_page.jobs({"old": report}, {})[0]["rows"] == [
+        {"node": "node1", "state": "running", "step": "12", "logged": "-", "steps_per_minute": "-", "last_line": "step 12",
+         "first_failed": False, "culprit": False}]
+
+
+VERDICT = "stalled at step 40: rank 1 (node2) is stopped; ranks 0, 2 wait in allreduce (distributed_c10d.py:2501)"
+
+
+def stalled_job(stopped=False):
+    """A job that stalled at step 40 (node2's rank stopped), was diagnosed and restarted, stalled again at 52: still
+    stalled, or stopped by the supervisor after its restart limit. Only node1 and node2 print steps; node1 a loss."""
+    events = [{"event": "stall", "step": 40, "idle_seconds": 121.0, "stall_seconds": 120, "at": T0 + 160},
+              {"event": "diagnosis", "step": 40, "verdict": "stalled at step 40: node3 stopped answering", "at": T0 + 170,
+               "culprits": [{"rank": None, "node": "node3", "why": "stopped answering (no diagnosis within 30 s)"}]},
+              {"event": "restart", "attempt": 1, "limit": 1, "at": T0 + 171},
+              {"event": "stall", "step": 40, "idle_seconds": 120.5, "stall_seconds": 120, "at": T0 + 400},
+              {"event": "diagnosis", "step": 40, "verdict": VERDICT, "at": T0 + 410,
+               "culprits": [{"rank": 1, "node": "node2", "why": "is stopped"}, {"rank": None, "node": None, "why": "rank 5 has no process on any node"}]},
+              {"event": "restart limit", "restarts": 1, "limit": 1, "at": T0 + 410.5},
+              {"event": "stop", "why": "stalled (train_on_stall: stop)", "at": T0 + 411},
+              {"event": "stall", "step": 3, "at": T0 + 50, "run_id": "an earlier start"}]
+    record = dict(RECORD, events=[dict(event, run_id=RECORD["run_id"]) for event in events[:-1]] + events[-1:])
+    running = {"ActiveState": "active", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
+    stopped_unit = {"ActiveState": "inactive", "Result": "success", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
+    exits = {n: exit_record(n, 143, "2026-12-01T12:55:00Z", stopped_by=jobs.STALL_STOP) for n in NODES} if stopped else {}
+    points = {"node1": progress("node1", [[T0, 1, 2.5], [T0 + 10, 10, None], [T0 + 40, 40, 1.5], [T0 + 200, 41, 1.4], [T0 + 280, 52, 1.2]]),
+              "node2": progress("node2", [[T0 + 5, 1, None], [T0 + 45, 40, None]])}
+    return job_report({n: stopped_unit if stopped else running for n in NODES}, exits, {}, record, points,
+                      {"run_id": RECORD["run_id"], "state": "stalled", "stall_seconds": 120}, now=T0 + 420)
+
+
+def test_a_stalled_job_shows_its_progress_events_and_diagnosis():
+    job = cluster_page.jobs({"w1": stalled_job()}, {})[0]
+    assert (job["verdict"], job["status"], job["stall_seconds"]) == ("stalled: no node logged a new step for 120 s", "WARN", 120)
+    # The last diagnosis names the odd one out; the rank missing everywhere has no node to mark.
+    assert job["diagnosis"] == {"text": VERDICT, "odd": ["rank 1 (node2)"], "culprits": [
+        {"rank": 1, "node": "node2", "why": "is stopped"}, {"rank": None, "node": None, "why": "rank 5 has no process on any node"}]}
+    assert [(row["node"], row["step"], row["culprit"]) for row in job["rows"]] == [("node1", "52", False), ("node2", "40", True),
+                                                                                   ("node3", "-", False)]
+    # Seconds since the first point of any node; an earlier start's events are not this job's.
+    assert job["progress"] == {"nodes": [["node1", [[0.0, 1], [10.0, 10], [40.0, 40], [200.0, 41], [280.0, 52]]],
+                                         ["node2", [[5.0, 1], [45.0, 40]]]],
+                               "marks": [[160.0, "stall"], [171.0, "restart 1"], [400.0, "stall"]]}
+    assert job["losses"] == [[1, 2.5], [40, 1.5], [41, 1.4], [52, 1.2]]
+    assert job["events"] == [
+        {"seconds": 160.0, "event": "stall", "detail": "at step 40: no new step for 121.0 s"},
+        {"seconds": 170.0, "event": "diagnosis", "detail": "stalled at step 40: node3 stopped answering"},
+        {"seconds": 171.0, "event": "restart", "detail": "attempt 1 of 1"},
+        {"seconds": 400.0, "event": "stall", "detail": "at step 40: no new step for 120.5 s"},
+        {"seconds": 410.0, "event": "diagnosis", "detail": VERDICT},
+        {"seconds": 410.5, "event": "restart limit", "detail": "1 of 1 restarts made"},
+        {"seconds": 411.0, "event": "stop", "detail": "stalled (train_on_stall: stop)"}]
+
+
+def test_a_job_without_points_has_no_plot_and_times_its_events_from_the_first():
+    report = {"verdict": "running", "rows": [], "nodes": {"node1": {"points": []}}, "diagnosis": None,
+              "events": [{"event": "stall", "step": None, "idle_seconds": 300, "at": T0 + 300}, {"event": "restart", "attempt": 1, "at": T0 + 330}]}
+    job = cluster_page.jobs({"quiet": report}, {})[0]
+    assert job["progress"] is None and job["losses"] == [] and job["diagnosis"] is None
+    assert [(event["seconds"], event["event"]) for event in job["events"]] == [(0.0, "stall"), (30.0, "restart")]
 
 
 def test_a_failed_job_names_its_first_failed_node_and_leaves_the_verdict_to_the_stages():
@@ -161,6 +239,8 @@ def test_each_job_verdict_has_its_colour():
     reports = {"done": job_report({n: stopped for n in NODES}, done, {}),
                "partly": job_report({"node1": stopped, "node2": running, "node3": running}, partly, {}),
                "queued": job_report({n: queued for n in NODES}, {}, {}),
-               "stopped": job_report({n: stopped for n in NODES}, {}, {})}
+               "stopped": job_report({n: stopped for n in NODES}, {}, {}),
+               "stalled": stalled_job(), "stopped after a stall": stalled_job(stopped=True)}
     assert [(job["verdict"], job["status"]) for job in cluster_page.jobs(reports, {})] == [
-        ("succeeded", "PASS"), ("partly running: node1", "WARN"), ("queued in Slurm (ReqNodeNotAvail)", "WARN"), ("stopped", "NOT RUN")]
+        ("succeeded", "PASS"), ("partly running: node1", "WARN"), ("queued in Slurm (ReqNodeNotAvail)", "WARN"), ("stopped", "NOT RUN"),
+        ("stalled: no node logged a new step for 120 s", "WARN"), ("stopped after a stall (train_on_stall)", "FAIL")]

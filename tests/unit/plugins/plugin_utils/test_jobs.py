@@ -63,18 +63,36 @@ def test_findings_name_each_node_and_cause():
     ]
 
 
-def test_last_step_reads_the_scripts_records_logs_and_progress_bars():
-    assert jobs.last_step(['TRAINOPS {"event": "step", "loss": 0.2, "step": 17}', 'noise']) == 17
-    assert jobs.last_step(["{'loss': 1.2, 'grad_norm': 3.0, 'epoch': 0.5}", ' 42/100 [00:10<00:14,  4.1it/s]']) == 42
-    assert jobs.last_step(['global_step=7 loss=0.3']) == 7
-    assert jobs.last_step(['nothing here']) is None
-
-
-def test_a_running_job():
+def test_a_running_job_with_its_progress():
+    progress = {'node1': {'run_id': RECORD['run_id'], 'step': 12, 'step_at': 1000.0,
+                          'points': [[940.0, 2, None], [970.0, 7, 0.4], [1000.0, 12, 0.3]]},
+                'node2': {'run_id': 'an-earlier-start', 'step': 99, 'step_at': 1000.0, 'points': [[1000.0, 99, None]]}}
     status = jobs.status(NODES, {n: RUNNING for n in NODES}, {n: None for n in NODES},
-                         {n: ['TRAINOPS {"event": "step", "step": 12}'] for n in NODES}, RECORD, ADDRESSES)
+                         {n: ['TRAINOPS {"event": "step", "step": 12}'] for n in NODES}, RECORD, ADDRESSES, progress, None, 1004.5)
     assert status['verdict'] == 'running' and status['first_failed'] is None
-    assert status['rows'][0][:3] == ['node1', 'running', '12']
+    assert status['rows'][0][:5] == ['node1', 'running', '12', '4.5 s ago', '10.0']
+    # An earlier start's progress is not this one's.
+    assert status['rows'][1][:5] == ['node2', 'running', '-', '-', '-']
+    assert status['nodes']['node1']['points'][-1] == [1000.0, 12, 0.3]
+
+
+def test_a_stalled_job_says_so_with_the_supervisors_diagnosis():
+    watch = {'run_id': RECORD['run_id'], 'state': 'stalled', 'stall_seconds': 15.0}
+    verdict = "stalled at step 53: rank 1 (node2) is stopped; ranks 0, 2 wait in backward (DDP's gradient all-reduce)"
+    record = dict(RECORD, events=[{'event': 'stall', 'run_id': 'an-earlier-start', 'at': 1.0},
+                                  {'event': 'stall', 'run_id': RECORD['run_id'], 'at': 2.0},
+                                  {'event': 'diagnosis', 'run_id': RECORD['run_id'], 'at': 3.0, 'verdict': verdict}])
+    status = jobs.status(NODES, {n: RUNNING for n in NODES}, {n: None for n in NODES}, {}, record, ADDRESSES, {}, watch, 10.0)
+    assert status['verdict'] == 'stalled: no node logged a new step for 15.0 s'
+    assert status['diagnosis'] == verdict and [e['at'] for e in status['events']] == [2.0, 3.0]
+
+
+def test_a_job_the_supervisor_stopped_after_a_stall():
+    status = jobs.status(NODES, {n: FAILED for n in NODES},
+                         {n: exit_record(n, -15, '2026-12-01T12:50:00Z', stopped_by='train_on_stall=stop') for n in NODES},
+                         {}, RECORD, ADDRESSES)
+    assert status['verdict'] == 'stopped after a stall (train_on_stall)' and status['first_failed'] is None
+    assert {row[1] for row in status['rows']} == {'stopped: stalled'}
 
 
 def test_a_slurm_job_stands_for_every_node_until_a_part_ends():

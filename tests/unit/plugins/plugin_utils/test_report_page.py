@@ -19,6 +19,7 @@ from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import
 ROOT = Path(__file__).resolve().parents[4]
 REPORTS = ROOT / "tests" / "fixtures" / "reports"
 TEMPLATE = str(ROOT / "roles" / "report_page" / "templates" / "index.html.j2")
+T0 = 1796299700.0  # a job's first step, unix time
 
 
 def with_curve(tmp_path, run="train"):
@@ -58,26 +59,29 @@ def test_a_report_that_cannot_be_read_is_named(tmp_path):
     assert "drift.json could not be read" in html
 
 
-def write_job(reports, name, logs, failed_at=None):
+def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch=None):
     """train-<name>.json as roles/train writes it: jobs.status of a job running on every node, or whose every part
-    exited 1 at failed_at's time of its node."""
+    exited 1 at failed_at's time of its node. points: {node: its progress points}; events: the supervisor's."""
     nodes = sorted(logs)
     unit = {"ActiveState": "failed", "Result": "exit-code"} if failed_at else {"ActiveState": "active"}
     exits = {n: json.dumps({"node": n, "rc": 1, "run_id": "r1", "ended": ended}) for n, ended in (failed_at or {}).items()}
-    status = jobs.status(nodes, {n: unit for n in nodes}, exits, logs, {"name": name, "run_id": "r1"},
-                         {n: "10.96.0.%d" % i for i, n in enumerate(nodes, 11)})
+    progress = {n: {"run_id": "r1", "step": p[-1][1], "step_at": p[-1][0], "points": p} for n, p in (points or {}).items()}
+    status = jobs.status(nodes, {n: unit for n in nodes}, exits, logs, {"name": name, "run_id": "r1", "events": list(events)},
+                         {n: "10.96.0.%d" % i for i, n in enumerate(nodes, 11)}, progress, watch, now=T0 + 100)
     (reports / ("train-%s.json" % name)).write_text(json.dumps(status, indent=4) + "\n")
 
 
 def jobs_section(html):
-    """The page from the Jobs heading to the next section's."""
+    """The page from the Jobs heading to the next section's, or to the end of the page when it is the last."""
     start = html.index('<h2 id="jobs">Jobs</h2>')
-    return html[start:html.index("<h2", start + 1)]
+    end = html.find("<h2", start + 1)
+    return html[start:end if end > 0 else html.index("</main>")]
 
 
 def test_the_jobs_section_shows_each_job_its_nodes_and_escapes_their_logs(tmp_path):
     reports = with_curve(tmp_path)
-    write_job(reports, "ddp1", {"node1": ['TRAINOPS {"event": "step", "step": 42}'], "node2": ["<script>alert(1)</script>"]})
+    write_job(reports, "ddp1", {"node1": ['TRAINOPS {"event": "step", "step": 42}'], "node2": ["<script>alert(1)</script>"]},
+              points={"node1": [[T0 + 30, 40, None], [T0 + 90, 42, None]]})
     write_job(reports, "a-failed.job", {"node1": ["Traceback"], "node2": ["RuntimeError: boom & <b>bust</b>"]},
               failed_at={"node1": "2026-12-01T12:44:21.0Z", "node2": "2026-12-01T12:44:25.0Z"})
     html, verdict = report_page.build(str(reports), TEMPLATE, "train")
@@ -88,11 +92,35 @@ def test_the_jobs_section_shows_each_job_its_nodes_and_escapes_their_logs(tmp_pa
     assert re.findall(r"<h3>([^<]*) <span", section) == ["a-failed.job", "ddp1"]
     assert '<span class="badge fail">failed: node1 failed first</span>' in section
     assert '<span class="badge pass">running</span>' in section
-    assert '<tr><td class="odd">node1</td><td class="odd">failed: exited 1</td><td>-</td><td>Traceback</td></tr>' in section
-    assert "<tr><td>node1</td><td>running</td><td>42</td><td>TRAINOPS {&#34;event&#34;: &#34;step&#34;, &#34;step&#34;: 42}</td></tr>" in section
+    assert '<tr><td class="odd">node1</td><td class="odd">failed: exited 1</td><td>-</td><td>-</td><td>-</td><td>Traceback</td></tr>' in section
+    assert ("<tr><td>node1</td><td>running</td><td>42</td><td>10.0 s ago</td><td>2.0</td>"
+            "<td>TRAINOPS {&#34;event&#34;: &#34;step&#34;, &#34;step&#34;: 42}</td></tr>") in section
     assert "<script" not in html and "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in section
     assert "<td>RuntimeError: boom &amp; &lt;b&gt;bust&lt;/b&gt;</td>" in section
     assert "No job started with train.yml yet" not in html
+
+
+def test_a_stalled_job_shows_its_diagnosis_events_and_plots(tmp_path):
+    verdict = "stalled at step 40: rank 1 (node2) is stopped; rank 0 waits in allreduce <c10d>"
+    events = [{"event": "stall", "step": 40, "idle_seconds": 60.5, "at": T0 + 70},
+              {"event": "diagnosis", "step": 40, "verdict": verdict, "culprits": [{"rank": 1, "node": "node2", "why": "is stopped"}], "at": T0 + 75},
+              {"event": "restart", "attempt": 1, "limit": 2, "at": T0 + 76}]
+    write_job(tmp_path, "w1", {"node1": [], "node2": []}, points={"node1": [[T0, 1, 2.0], [T0 + 5, 20, None], [T0 + 10, 40, 1.5]]},
+              events=[dict(event, run_id="r1") for event in events], watch={"run_id": "r1", "state": "stalled", "stall_seconds": 60})
+    html, _verdict = report_page.build(str(tmp_path), TEMPLATE, "train")
+    section = jobs_section(html)
+    assert '<span class="badge warn">stalled: no node logged a new step for 60 s</span>' in section
+    assert "Diagnosis: stalled at step 40: rank 1 (node2) is stopped; rank 0 waits in allreduce &lt;c10d&gt;" in section
+    assert 'Odd one out: <span class="odd">rank 1 (node2)</span>' in section
+    assert '<tr><td class="odd">node2</td><td class="odd">running</td>' in section
+    assert "<tr><td>+70</td><td>stall</td><td>at step 40: no new step for 60.5 s</td></tr>" in section
+    assert "<tr><td>+76</td><td>restart</td><td>attempt 1 of 2</td></tr>" in section
+    if plots.available():
+        assert "<svg" not in section and "No plots: matplotlib is not installed" in html
+    else:
+        # The step plot with its stall and restart markers, then the job's loss (the nulls left out).
+        assert section.count("<svg") == 2 and "<h4>Step against time</h4>" in section and "<h4>Loss</h4>" in section
+        assert plots.STALL in section and plots.RESTART in section and "restart 1" in section and ">node1<" in section
 
 
 def test_no_job_yet_is_said(tmp_path):
