@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """roles/train/files/trainops-watch: progress read from real output, the stall judge, and the verdict on diagnoses
-recorded from a 3-node CPU job whose rank 1 (node2) was stopped with SIGSTOP (tests/fixtures/stall)."""
+recorded from a 3-node CPU job whose rank 1 (node2) was stopped with SIGSTOP (tests/fixtures/stall), and from a
+4-node NCCL job on the H200 test machine with its flight recorders (tests/fixtures/stall/h200)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -179,12 +182,84 @@ def test_reach_tells_an_answer_from_silence():
     assert found == {"here": None, "cut": "timed out"}
 
 
-def test_a_rank_stopped_on_a_gpu_is_named_with_the_gpus_state():
-    """Recorded on the one-GPU H200 test machine (tests/device/bin/device-stall): a torchrun rank all-reducing on its
-    GPU with NCCL, stopped with SIGSTOP; py-spy read its stack, nvidia-smi its GPU."""
-    answer = json.loads((FIXTURES / "h200" / "diagnosis-stopped.json").read_text())
-    [rank] = [p for p in answer["processes"] if "rank" in p]
-    assert rank["state"] == "T (stopped)" and rank["stack"][0]["frames"][0]["name"] == "<module>"
-    [gpu] = answer["gpus"]
-    assert gpu["memory_used_mib"] > 0 and gpu["memory_total_mib"] > 100000
-    assert watch.verdict(7, {"gpu1": answer}, ["gpu1"])["text"] == "stalled at step 7: rank 0 (gpu1) is stopped"
+GPU_NODES = ["gpu1", "gpu2", "gpu3", "gpu4"]
+
+
+def on_gpus():
+    """Recorded on the H200 test machine (tests/device/bin/device-stall): train.yml's job on four namespace nodes
+    sharing its GPU, a rank each, NCCL between them; gpu2's rank stopped with SIGSTOP. Every node's diagnosis read its
+    rank's state, py-spy stack, the GPU, and the flight recorder that the diagnosis asked for through the rank's pipe."""
+    return {node: json.loads((FIXTURES / "h200" / ("%s.diagnosis.json" % node)).read_text()) for node in GPU_NODES}
+
+
+def test_nccl_ranks_are_placed_by_their_flight_recorder_not_their_python_line():
+    answers = on_gpus()
+    # py-spy alone would split them: NCCL's all_reduce is asynchronous, and each rank waits at its next GPU use.
+    lines = {p["rank"]: watch.where(p["stack"]) for d in answers.values() for p in d["processes"] if "rank" in p}
+    assert lines[0] == "main (train_ddp.py:156)" and lines[2] == lines[3] == "batch (train_ddp.py:75)"
+    found = watch.verdict(477, answers, GPU_NODES)
+    assert found["text"] == ("stalled at step 477: rank 1 (gpu2) is stopped; "
+                             "ranks 0, 2-3 wait in NCCL all_reduce #960 (enqueued 17 s ago, not completed)")
+    assert found["culprits"] == [{"rank": 1, "node": "gpu2", "why": "is stopped"}]
+    [gpu] = answers["gpu1"]["gpus"]
+    assert gpu["utilization_percent"] == 100 and 0 < gpu["memory_used_mib"] < gpu["memory_total_mib"]
+    [stopped] = [p for p in answers["gpu2"]["processes"] if "rank" in p]
+    assert stopped["flight_recorder"] == {"error": "not asked: the rank is stopped"}
+
+
+def test_a_rank_short_of_the_collective_the_others_wait_in_is_named_with_its_own():
+    answers = on_gpus()
+    for proc in answers["gpu2"]["processes"]:
+        if "rank" in proc:  # running again, but its newest collective is the one before
+            proc["state"] = "S (sleeping)"
+            proc["flight_recorder"] = {"collective": {"op": "all_reduce", "seq": 959, "state": "completed", "group": "default_pg"}}
+            proc["stack"] = answers["gpu3"]["processes"][-1]["stack"]
+    found = watch.verdict(477, answers, GPU_NODES)
+    assert found["culprits"] == [{"rank": 1, "node": "gpu2", "why": "is elsewhere: in batch (train_ddp.py:75); its newest NCCL "
+                                  "collective is all_reduce #959 (completed), the others wait in #960"}]
+    assert found["text"].endswith("ranks 0, 2-3 wait in NCCL all_reduce #960 (enqueued 17 s ago, not completed)")
+
+
+def test_a_real_dump_is_summarised_and_a_dump_with_code_is_refused(tmp_path):
+    dump = FIXTURES / "h200" / "gpu1-rank0.flight-recorder"
+    found = watch.read_dump(str(dump), now=1796307840.0)
+    assert found["entries"] == 961 and found["pending"] == 2 and found["nccl"] == "2.28.9"
+    assert {k: found["collective"][k] for k in ("op", "seq", "state", "group")} == {
+        "op": "all_reduce", "seq": 960, "state": "scheduled", "group": "default_pg"}
+    evil = tmp_path / "gpu1-rank0"
+    evil.write_bytes(b"cos\nsystem\n(S'touch %s'\ntR." % str(tmp_path / "owned").encode())
+    with pytest.raises(Exception, match="only plain data is read"):
+        watch.read_dump(str(evil), now=0)
+    assert not (tmp_path / "owned").exists()
+
+
+def test_the_flight_recorder_is_asked_through_the_ranks_pipe(tmp_path):
+    """A rank's watchdog, played by a thread: it reads its pipe (torch opens it read-only, non-blocking) and writes
+    the recorded dump when asked. A stopped rank is not asked; a rank with no pipe is named."""
+    env = {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "%s/p-rank" % tmp_path, "TORCH_FR_DUMP_TEMP_FILE": "%s/d-rank" % tmp_path}
+    pipe, dump = watch.flight_paths(os.getpid(), env, 0, proc="/proc")
+    assert pipe == "/proc/%d/root%s/p-rank0.pipe" % (os.getpid(), tmp_path) and dump.endswith("/d-rank0")
+    os.mkfifo("%s/p-rank0.pipe" % tmp_path)
+    reader = os.open("%s/p-rank0.pipe" % tmp_path, os.O_RDONLY | os.O_NONBLOCK)
+
+    def watchdog():
+        for dummy in range(100):
+            try:
+                if os.read(reader, 16):
+                    (tmp_path / "d-rank0").write_bytes((FIXTURES / "h200" / "gpu1-rank0.flight-recorder").read_bytes())
+                    return
+            except BlockingIOError:
+                pass
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=watchdog)
+    thread.start()
+    asked = {0: (dump, watch._mtime(dump), watch.ask_dump(pipe)),
+             1: (str(tmp_path / "d-rank1"), None, "not asked: the rank is stopped"),
+             2: (str(tmp_path / "d-rank2"), None, watch.ask_dump(str(tmp_path / "p-rank2.pipe")))}
+    found = watch.flight_recorder(asked, wait=5)
+    thread.join()
+    os.close(reader)
+    assert found[0]["fresh"] and found[0]["collective"]["seq"] == 960 and found[0]["file"] == "%s/d-rank0" % tmp_path
+    assert found[1] == {"error": "not asked: the rank is stopped"}
+    assert found[2] == {"error": "not asked: no such file or directory"}
