@@ -39,7 +39,9 @@ def test_parse_reads_the_failure_summary_of_a_killed_rank():
     assert any('Connection closed by peer' in e for e in parsed['errors'])
 
 
-@pytest.mark.parametrize('prefix', ['', '[default0]:', ' 0: ', '[1,0]<stdout>:'])
+@pytest.mark.parametrize('prefix', ['', '[default0]:', ' 0: ', '0: ', '[1,0]<stdout>:', '[rank0]: ', 'node2: ', 'node2: [rank0]: ',
+                                    '(RayTrainWorker pid=8, ip=10.96.0.12) ', '\x1b[36m(RayWorkerWrapper pid=1234)\x1b[0m ',
+                                    '(VllmWorker rank=1 pid=12231) ', '\x1b[1;36m(VllmWorkerProcess pid=9)\x1b[0;0m '])
 def test_records_and_messages_parse_alike_behind_every_launchers_prefix(prefix):
     text = prefix + 'TRAINOPS {"event": "step", "step": 3, "loss": 0.5}\n' + prefix + (
         'RuntimeError: Timed out after 21 seconds waiting for clients. 2/3 clients joined.')
@@ -47,6 +49,70 @@ def test_records_and_messages_parse_alike_behind_every_launchers_prefix(prefix):
     assert parsed['records'] == [{'event': 'step', 'step': 3, 'loss': 0.5}]
     assert parsed['clients'] == (2, 3)
     assert parsed['errors'] == ['RuntimeError: Timed out after 21 seconds waiting for clients. 2/3 clients joined.']
+
+
+# The killed rank's log as launchers that relay a node's output label it (each line, as each writes it).
+
+def labelled(text, label):
+    return '\n'.join(label + line for line in text.splitlines())
+
+
+def with_rank_labels(text):
+    """The log as torch 2.2 on writes it: its excepthook labels each line of the rank's traceback "[rank0]: "."""
+    lines = text.splitlines()
+    first = lines.index('Traceback (most recent call last):')
+    last = next(i for i, line in enumerate(lines) if line.startswith('RuntimeError: '))
+    return '\n'.join(lines[:first] + ['[rank0]: ' + line for line in lines[first:last + 1]] + lines[last + 1:])
+
+
+# deepspeed --hostfile: its runner's own lines, then pdsh's, every line of node2's output labelled "node2: ".
+PDSH_RUNNER = '[2026-12-01 12:05:01,102] [INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w node1,node2 export ...\n'
+PDSH_EXIT = '\npdsh@node1: node2: ssh exited with exit code 1'
+
+
+@pytest.mark.parametrize('relay', [
+    lambda text: PDSH_RUNNER + labelled(text, 'node2: ') + PDSH_EXIT,
+    lambda text: PDSH_RUNNER + labelled(with_rank_labels(text), 'node2: ') + PDSH_EXIT,
+    lambda text: labelled(text, '\x1b[2m\x1b[36m(RayTrainWorker pid=8, ip=10.96.0.12)\x1b[0m '),
+    lambda text: labelled(text, '(RayWorkerWrapper pid=1234) '),
+    lambda text: labelled(text, '(VllmWorker rank=1 pid=12231) '),
+    lambda text: labelled(text, '\x1b[1;36m(VllmWorkerProcess pid=9)\x1b[0;0m '),
+], ids=['pdsh', 'pdsh-torch-2.2', 'ray', 'ray-local', 'vllm', 'vllm-v0'])
+def test_a_launchers_labels_do_not_change_what_the_log_says(relay):
+    plain = torchrun.parse_output(fixture('killed-rank.log'))
+    assert torchrun.parse_output(relay(fixture('killed-rank.log'))) == plain
+    assert [(f['rank'], f['exitcode'], f['signal']) for f in plain['failures']] == [(1, -9, '9 (SIGKILL)'), (0, 1, None)]
+
+
+def test_a_failure_without_a_host_takes_the_node_a_launchers_label_names():
+    # torch before 1.10 wrote no host line in its summary.
+    text = '\n'.join(line for line in fixture('killed-rank.log').splitlines() if not line.startswith('  host '))
+    assert {f['host'] for f in torchrun.parse_output(text)['failures']} == {None}
+    assert {f['host'] for f in torchrun.parse_output(labelled(text, 'node2: '))['failures']} == {'node2'}
+    assert {f['host'] for f in torchrun.parse_output(labelled(text, '(RayTrainWorker pid=8, ip=10.96.0.12) '))['failures']} == {
+        '10.96.0.12'}
+    # vLLM's labels name no node; the summary's own host wins over a label's.
+    assert {f['host'] for f in torchrun.parse_output(labelled(text, '(VllmWorker rank=1 pid=12231) '))['failures']} == {None}
+    assert {f['host'] for f in torchrun.parse_output(labelled(fixture('killed-rank.log'), 'node2: '))['failures']} == {'localhost'}
+
+
+ORDINARY = ['Warning: the learning rate is high for this batch size', 'loss: 0.3', 'WARNING: ValueError: retrying the download',
+            'host: node7', 'note: [1]:']
+
+
+def test_ordinary_lines_that_start_with_a_word_and_a_colon_are_read_as_they_are():
+    text = fixture('killed-rank.log')
+    lines = text.splitlines()
+    # Among the summary's own lines too (before its entries: "host: " in one is its field): a few such lines do not
+    # make a log pdsh's.
+    summary = lines.index('Failures:')
+    mixed = '\n'.join(lines[:5] + ORDINARY + lines[5:summary] + ORDINARY + lines[summary:])
+    assert torchrun.parse_output(mixed) == torchrun.parse_output(text)
+    # Behind pdsh's label, pdsh's is the only one taken off: the line is the node's as it wrote it.
+    assert torchrun.parse_output(labelled(mixed, 'node2: ')) == torchrun.parse_output(text)
+    # A node's own exception line is no host's label, in pdsh's output too.
+    errors = torchrun.parse_output(labelled(text, 'node2: ') + '\nRuntimeError: the runner failed')['errors']
+    assert errors[-1] == 'RuntimeError: the runner failed'
 
 
 def test_records_glued_together_by_torchruns_tail_are_all_found():

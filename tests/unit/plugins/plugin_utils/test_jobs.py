@@ -124,6 +124,19 @@ def test_the_node_whose_rank_was_killed_failed_first_though_a_peer_ended_sooner(
     assert status['nodes']['node3']['state'] == 'stopped: node1 failed'
 
 
+def test_the_killed_ranks_node_is_found_through_pdshs_labels():
+    # deepspeed --hostfile relays every node's output through pdsh, each line labelled with the node's name.
+    with open(os.path.join(FIXTURES, 'killed-rank.log')) as handle:
+        killed = ['node2: ' + line for line in handle.read().splitlines()]
+    logs = {'node1': ['node1: RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.13]:50123'],
+            'node2': killed, 'node3': ['node3: terminated']}
+    exits = {'node1': exit_record('node1', 1, '2026-12-01T12:44:21.0Z'), 'node2': exit_record('node2', 1, '2026-12-01T12:44:25.0Z'),
+             'node3': exit_record('node3', 1, '2026-12-01T12:44:23.0Z')}
+    status = jobs.status(NODES, {n: FAILED for n in NODES}, exits, logs, RECORD, ADDRESSES)
+    # node1 blames node3, and node1 ended first; node2's log says its rank was killed.
+    assert status['first_failed'] == 'node2'
+
+
 def test_the_peer_that_went_away_is_named_when_no_log_shows_a_signal():
     logs = {'node1': ['RuntimeError: Connection closed by peer [10.96.0.13]:50123'], 'node2': [], 'node3': []}
     exits = {'node1': exit_record('node1', 1, '2026-12-01T12:44:21.0Z'), 'node2': None,
