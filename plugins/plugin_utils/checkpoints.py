@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 
 _DDP_RE = re.compile(r"^step-(\d+)\.pt(\.tmp)?$")
-_HF_RE = re.compile(r"^checkpoint-(\d+)$")
+# The Trainer's checkpoint directories and weight files: collect.py finds a finished output_dir by them too.
+HF_CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 # What the Trainer writes into checkpoint-N, in this order: the weights (rank 0), the optimizer (rank 0, or every
 # rank's shard under DeepSpeed), every rank's RNG state, then trainer_state.json (rank 0). The state file comes last.
-_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin",
-            "model.safetensors.index.json", "pytorch_model.bin.index.json")
-_SHARD_RE = re.compile(r"^(?:model|pytorch_model)-(\d+)-of-(\d+)\.(?:safetensors|bin)$")
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safetensors", "pytorch_model.bin",
+                "model.safetensors.index.json", "pytorch_model.bin.index.json")
+WEIGHT_SHARD_RE = re.compile(r"^(?:model|pytorch_model)-(\d+)-of-(\d+)\.(?:safetensors|bin)$")
 _ZERO_RE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
 
 
@@ -30,9 +31,9 @@ def _hf_problems(files, world_size):
     problems = []
     if "trainer_state.json" not in top:
         problems.append("no trainer_state.json (the Trainer writes it last: the save did not finish)")
-    if not top & set(_WEIGHTS) and not any(_SHARD_RE.match(name) for name in top):
+    if not top & set(WEIGHT_FILES) and not any(WEIGHT_SHARD_RE.match(name) for name in top):
         problems.append("no model weights")
-    shards = [_SHARD_RE.match(name) for name in top]
+    shards = [WEIGHT_SHARD_RE.match(name) for name in top]
     totals = {int(match.group(2)) for match in shards if match}
     for total in totals:
         missing = sorted(set(range(1, total + 1)) - {int(m.group(1)) for m in shards if m and int(m.group(2)) == total})
@@ -65,7 +66,7 @@ def assess(entries, world_size):
         match = _DDP_RE.match(head)
         if match and not rest:
             ddp.setdefault(int(match.group(1)), []).append(entry)
-        match = _HF_RE.match(head)
+        match = HF_CHECKPOINT_RE.match(head)
         if match and rest:
             hf.setdefault((int(match.group(1)), head), []).append(dict(entry, path=rest))
     found = {}  # name: (step, size, problems)

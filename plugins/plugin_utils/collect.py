@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils.checkpoints import _HF_RE, _SHARD_RE, _WEIGHTS
+from ansible_collections.trainops.cluster.plugins.plugin_utils.checkpoints import HF_CHECKPOINT_RE, WEIGHT_SHARD_RE, WEIGHT_FILES
 
 # The job's records at the top of its directory (<node>.log, <node>.exit, job.json, <node>.progress.json, ...).
 RECORDS = ("*.json", "*.log", "*.exit")
@@ -65,8 +65,8 @@ def final_output(files, root):
     prefix = str(root).rstrip("/") + "/"
     top = {f["path"][len(prefix):]: int(f.get("size", 0)) for f in files
            if f["path"].startswith(prefix) and "/" not in f["path"][len(prefix):]}
-    shards = [match for match in (_SHARD_RE.match(name) for name in top) if match]
-    if not top.keys() & set(_WEIGHTS) and not shards:
+    shards = [match for match in (WEIGHT_SHARD_RE.match(name) for name in top) if match]
+    if not top.keys() & set(WEIGHT_FILES) and not shards:
         return None
     problems = []
     if "trainer_state.json" not in top:
@@ -95,7 +95,7 @@ def _result_part(resume, output):
     if output and not output["problems"]:
         # The training finished: its model is the result; a checkpoint would only resume a run that is over.
         return dict(_part("final model", resume["dir"], "output", ["--exclude=*/"], ["*"], False), at="output/")
-    if latest and _HF_RE.match(latest):
+    if latest and HF_CHECKPOINT_RE.match(latest):
         part = _part("checkpoint " + latest, "%s/%s" % (resume["dir"], latest), "checkpoints/" + latest, [], ["*"], True)
         # The directory itself into checkpoints/: rsync makes one missing directory level, not two.
         return dict(part, source=part["src"], into="checkpoints", at="checkpoints/%s/" % latest)
