@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.trainops.cluster.plugins.module_utils import mesh
 from ansible_collections.trainops.cluster.plugins.plugin_utils import authorized_keys, inventory, reachability
 
@@ -21,12 +23,23 @@ def cluster_nodes(hostvars, hosts):
     return inventory.node_records(hostvars, list(hosts))
 
 
+def cluster_rank_order(hosts, master=None):
+    try:
+        return inventory.rank_order(list(hosts), master)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
 def cluster_inventory_errors(nodes, settings_by_host):
     return inventory.validate(list(nodes), dict(settings_by_host))
 
 
 def cluster_node_errors(node):
     return inventory.node_errors(dict(node))
+
+
+def storage_round_trip_errors(trip):
+    return inventory.storage_round_trip_errors(dict(trip))
 
 
 def reachability_matrix(results_by_source, nodes, arrow="->"):
@@ -42,9 +55,11 @@ class FilterModule:
         return {
             "by_node": by_node,
             "cluster_nodes": cluster_nodes,
+            "cluster_rank_order": cluster_rank_order,
             "cluster_stale_keys": cluster_stale_keys,
             "cluster_inventory_errors": cluster_inventory_errors,
             "cluster_node_errors": cluster_node_errors,
             "reachability_matrix": reachability_matrix,
             "ssh_mesh_logins": ssh_mesh_logins,
+            "storage_round_trip_errors": storage_round_trip_errors,
         }

@@ -12,9 +12,9 @@ from ansible_collections.trainops.cluster.plugins.plugin_utils import checkpoint
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_b64
 
 
-def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir):
+def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir, master_node=None):
     return jobs.preflight(list(nodes), dict(launch_env_b64), str(master), dict(matrix or {}), dict(listeners), dict(writes),
-                          list(seen), str(jobs_dir))
+                          list(seen), str(jobs_dir), master_node)
 
 
 def _json_b64(text):

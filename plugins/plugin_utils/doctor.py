@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from ansible_collections.trainops.cluster.plugins.plugin_utils import inventory
 from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm as slurm_state
 
 # Xid errors that an application causes (bad memory access, a kernel of its own killed): worth a look, not a drain.
@@ -145,11 +146,15 @@ def interface(node, env, interfaces, cluster_ip, infiniband):
     return out or [finding("interface", node, "ok", "NCCL_SOCKET_IFNAME=%s holds %s" % (name, cluster_ip))]
 
 
-def ranks(nodes, envs, nproc, port, listening):
+def ranks(nodes, envs, nproc, port, listening, master=None):
     """envs: {node: launch.env dict or None; absent: not checked}; nproc: {node: expected processes, None when unknown};
-    listening: master port holder or None. WORLD_SIZE is judged only when every node's processes are known."""
+    listening: master port holder or None; master: the rendezvous master (cluster_master), None for the first node.
+    The master has NODE_RANK 0, the others follow in inventory order (inventory.rank_order). WORLD_SIZE is judged
+    only when every node's processes are known."""
     fix = "Run site.yml (role launch) to rewrite launch.env."
-    master = nodes[0]
+    order = inventory.rank_order([n["host"] for n in nodes], master)
+    rank = {host: index for index, host in enumerate(order)}
+    master = next(n for n in nodes if n["host"] == order[0])
     out = []
     seen = {}
     for n in nodes:
@@ -166,9 +171,9 @@ def ranks(nodes, envs, nproc, port, listening):
                 out.append(finding("ranks", host, "fail", "no launch environment (%s missing)" % "launch.env", fix))
             continue
         problems = []
-        if env.get("NODE_RANK") != str(n["rank"]):
+        if env.get("NODE_RANK") != str(rank[host]):
             others = [h for h in seen.get(env.get("NODE_RANK"), []) if h != host]
-            problems.append("NODE_RANK=%s, expected %d%s" % (env.get("NODE_RANK"), n["rank"], " (also on %s)" % ", ".join(others) if others else ""))
+            problems.append("NODE_RANK=%s, expected %d%s" % (env.get("NODE_RANK"), rank[host], " (also on %s)" % ", ".join(others) if others else ""))
         addr = env.get("MASTER_ADDR", "")
         try:
             loopback = ipaddress.ip_address(addr).is_loopback
@@ -186,7 +191,7 @@ def ranks(nodes, envs, nproc, port, listening):
             problems.append("NPROC_PER_NODE=%s, expected %s" % (env.get("NPROC_PER_NODE"), nproc.get(host)))
         if world is not None and env.get("WORLD_SIZE") != str(world):
             problems.append("WORLD_SIZE=%s, the GPUs add up to %d" % (env.get("WORLD_SIZE"), world))
-        out.append(finding("ranks", host, "fail", "; ".join(problems), fix) if problems else finding("ranks", host, "ok", "rank %s" % n["rank"]))
+        out.append(finding("ranks", host, "fail", "; ".join(problems), fix) if problems else finding("ranks", host, "ok", "rank %s" % rank[host]))
     if listening:
         out.append(finding("ranks", master["host"], "warn", "master port %s is in use on %s: %s" % (port, master["host"], listening),
                            "A job (or a stale one) holds the rendezvous port; stop it before launching."))
@@ -222,8 +227,12 @@ def limits(node, shm_bytes, memlock, where, min_shm_bytes):
 
 
 def storage(nodes, state, path, min_free_bytes):
-    """state: {node: {present, mounted, source, writable, free_bytes, sees}} as read on each node."""
-    fix = "Run site.yml (role shared_storage) to restore the fstab entry and the mount."
+    """state: {node: {expect_fstab, present, expect_mounted, mounted, source, writable, free_bytes, sees}} as read on
+    each node. Storage the cluster brings has no fstab entry to expect and mounted None: not judged, its round trip
+    (writable, sees) is."""
+    served = "Run site.yml (role shared_storage) to restore the fstab entry and the mount."
+    brought = ("The storage is the cluster's own (nfs_enabled: false): mount the same filesystem at %s on every node, "
+               "writable by the training user." % path)
     sources = {s.get("source") for s in state.values() if s and s.get("source")}
     out = []
     for node in nodes:
@@ -231,13 +240,13 @@ def storage(nodes, state, path, min_free_bytes):
         if s is None:
             continue
         problems = []
-        if not s.get("present"):
+        if s.get("expect_fstab", True) and not s.get("present"):
             problems.append("no %s entry in /etc/fstab" % path)
         elif len(sources) > 1:
             problems.append("%s comes from %s, other nodes mount %s" % (path, s.get("source"), ", ".join(sorted(sources - {s.get("source")}))))
-        if s.get("expect_mounted") and not s.get("mounted"):
+        if s.get("expect_mounted") and s.get("mounted") is False:
             problems.append("%s is not mounted" % path)
-        if s.get("expect_mounted") and s.get("mounted"):
+        if s.get("expect_mounted") and s.get("mounted") is not False:
             if not s.get("writable"):
                 problems.append("the training user cannot write to %s" % path)
             if s.get("sees") is False:
@@ -245,6 +254,7 @@ def storage(nodes, state, path, min_free_bytes):
         free = s.get("free_bytes")
         if free is not None and free < min_free_bytes:
             problems.append("only %d GiB free in %s (< %d GiB)" % (free // 2 ** 30, path, min_free_bytes // 2 ** 30))
+        fix = served if s.get("expect_fstab", True) else brought
         out.append(finding("storage", node, "fail", "; ".join(problems), fix) if problems else finding("storage", node, "ok", "%s in place" % path))
     return out
 
@@ -345,7 +355,7 @@ def run_all(data):
     # The launch role's rule: launch_nproc_per_node, else the GPU count (1 without GPUs); unknown on unchecked nodes.
     nproc = dict((host, data.get("nproc_per_node") or max(gpus_by_node.get(host, 0), 1)) if host in checked else (host, None)
                  for host in names_all)
-    findings += ranks(nodes, envs, nproc, data["master_port"], data["master_listening"])
+    findings += ranks(nodes, envs, nproc, data["master_port"], data["master_listening"], data.get("master"))
     findings += ports(data["ports"], checked)
     for host in checked:
         lim = data["limits"].get(host) or {}

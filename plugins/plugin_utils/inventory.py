@@ -15,8 +15,9 @@ import re
 USER_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HOSTNAME_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 # Settings that must hold one value on every node: a per-host override of these breaks the cluster.
-CLUSTER_WIDE = ("cluster_network", "cluster_master_port", "cluster_user_name", "cluster_user_uid", "cluster_user_gid", "cluster_user_home",
-                "cluster_nccl_port_range", "cluster_mpi_btl_ports", "cluster_mpi_oob_ports", "cluster_shared_dir")
+CLUSTER_WIDE = ("cluster_network", "cluster_master", "cluster_master_port", "cluster_user_name", "cluster_user_uid",
+                "cluster_user_gid", "cluster_user_home", "cluster_nccl_port_range", "cluster_mpi_btl_ports", "cluster_mpi_oob_ports",
+                "cluster_shared_dir")
 PORT_RANGES = ("cluster_nccl_port_range", "cluster_mpi_btl_ports", "cluster_mpi_oob_ports")
 
 
@@ -82,6 +83,28 @@ def node_records(hostvars, hosts):
             "rank": rank,
         })
     return records
+
+
+def master_error(hosts, master):
+    """Why master cannot be the rendezvous master of hosts (group cluster, in inventory order), or None.
+
+    master: cluster_master, a host of the group; None (or empty): the first host.
+    """
+    if not master or master in hosts:
+        return None
+    first = ", %s" % hosts[0] if hosts else ""
+    return ("cluster_master %s is not a host of group cluster (%s). Set it to one of them, in group_vars for group "
+            "'cluster', or leave it unset (null) for the first%s." % (master, ", ".join(hosts) or "no hosts", first))
+
+
+def rank_order(hosts, master=None):
+    """The hosts in NODE_RANK order: the rendezvous master first (NODE_RANK 0: torchrun's static rendezvous makes that
+    node host the store at MASTER_ADDR), then the others in the order given. master None (or empty): the first host.
+    Raises ValueError, naming cluster_master and the hosts, when master is not one of them."""
+    error = master_error(list(hosts), master)
+    if error:
+        raise ValueError(error)
+    return [master] + [host for host in hosts if host != master] if master else list(hosts)
 
 
 def _check_ip(node, network):
@@ -171,6 +194,9 @@ def validate(nodes, settings_by_host):
     servers = {s.get("cluster_nfs_server") for s in settings_by_host.values()} - {None} - hosts
     errors.extend("cluster_nfs_server %s (group nfs_server) is not in group cluster. Serve NFS from a cluster node." % server
                   for server in sorted(servers))
+    masters = {s.get("cluster_master") for s in settings_by_host.values()}
+    errors.extend(error for error in (master_error([n["host"] for n in nodes], master) for master in sorted(masters, key=str))
+                  if error)
     errors.extend(_duplicates(nodes, lambda n: n["cluster_ip"], "cluster_ip", "Give every node its own training address."))
     errors.extend(_duplicates(nodes, lambda n: n["short"].lower(), "hostname (short, case-insensitive)",
                               "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."))
@@ -182,8 +208,8 @@ def node_errors(node):
 
     node: {"host", "cluster_ip", "addresses": [interface addresses], "passwd": getent passwd {name: [pw, uid, gid, ...]},
     "group": getent group {name: [pw, gid, ...]}, "user_name", "uid", "gid"}, and where they apply "port_range"
-    (_port_range_errors) and "nfs" (_nfs_errors): what a container instance or a kernel without NFS cannot do, found
-    before anything changes.
+    (_port_range_errors), "nfs" (_nfs_errors) and "storage" (_storage_errors): what a container instance, a kernel
+    without NFS or the storage a cluster brings cannot do, found before anything changes.
     """
     host, name = node["host"], node["user_name"]
     errors = []
@@ -204,6 +230,7 @@ def node_errors(node):
                       "account on %s." % (host, name, existing[1], node["uid"], host))
     errors += _port_range_errors(host, node.get("port_range"))
     errors += _nfs_errors(host, node.get("nfs"))
+    errors += _storage_errors(host, node.get("storage"), node["uid"], node["gid"])
     return errors
 
 
@@ -236,6 +263,61 @@ def _nfs_errors(host, nfs):
         errors.append("%s: nfs_mount_state mounted needs the kernel's NFS client, which this kernel lacks (no nfs in "
                       "/proc/filesystems or its modules). Set nfs_mount_state: present (fstab only), or nfs_enabled: false "
                       "to use shared storage that is already mounted at cluster_shared_dir." % host)
+    return errors
+
+
+def _containing_mount(path, mounts):
+    """(mount point, its mount facts) of the mount that holds path: the longest mount point above it."""
+    found = [(point, info) for point, info in mounts.items() if path == point or path.startswith(point.rstrip("/") + "/")]
+    return max(found, key=lambda item: len(item[0]), default=(None, None))
+
+
+def _storage_errors(host, storage, uid, gid):
+    """storage: {path, stat (the stat module's), mounts (mount_facts' mount_points)} of storage that the cluster brings
+    (nfs_enabled: false), or None. The training user's uid and gid need not exist yet: its write permission is read
+    from the directory's owner and mode (an ACL is not read: the round trip after these checks writes for real)."""
+    if not storage:
+        return []
+    path, stat = storage["path"], storage["stat"]
+    if not stat.get("exists"):
+        return ["%s: cluster_shared_dir %s does not exist here. With nfs_enabled: false the shared storage is the "
+                "cluster's own: mount it at %s on every node, set cluster_shared_dir to where it is mounted, or set "
+                "nfs_enabled: true to serve it from cluster_nfs_server." % (host, path, path)]
+    if not stat.get("isdir"):
+        return ["%s: cluster_shared_dir %s is not a directory. Set cluster_shared_dir to a directory of the shared "
+                "storage." % (host, path)]
+    errors = []
+    point, mount = _containing_mount(path, storage.get("mounts") or {})
+    if mount and "ro" in str(mount.get("options", "")).split(","):
+        errors.append("%s: %s is on a read-only mount (%s at %s, %s): checkpoints and logs cannot be written there. "
+                      "Remount it read-write on %s, or set cluster_shared_dir to writable shared storage."
+                      % (host, path, mount.get("device"), point, mount.get("fstype"), host))
+    mode = int(str(stat["mode"]), 8)
+    owner, group = str(stat["uid"]), str(stat["gid"])
+    if not ((owner == str(uid) and mode & 0o200) or (group == str(gid) and mode & 0o020) or mode & 0o002):
+        errors.append("%s: the training user (uid %s) cannot write to %s: it belongs to %s:%s, mode %s. Give it to the "
+                      "training user on the storage (chown %s:%s %s), or set cluster_shared_dir to a directory of the "
+                      "share that it owns." % (host, uid, path, owner, group, stat["mode"], uid, gid, path))
+    return errors
+
+
+def storage_round_trip_errors(trip):
+    """The round trip on storage the cluster brings, for one node: it wrote a file as the training user's uid,
+    read the first node's, and removed its own. trip: {host, first, path, uid, written, write_error, seen,
+    first_wrote, removed, remove_error}."""
+    host, path = trip["host"], trip["path"]
+    errors = []
+    if not trip["written"]:
+        errors.append("%s: the training user (uid %s) cannot create files in %s: %s. Give the directory to it on the "
+                      "storage, or set cluster_shared_dir to a directory of the share that it owns."
+                      % (host, trip["uid"], path, (trip["write_error"] or "failed").strip()))
+    elif not trip["removed"]:
+        errors.append("%s: the training user (uid %s) can create files in %s but not remove them: %s. Checkpoint "
+                      "rotation needs both." % (host, trip["uid"], path, (trip["remove_error"] or "failed").strip()))
+    if trip["first_wrote"] and not trip["seen"]:
+        errors.append("%s: %s is not the storage that %s wrote to: a file written there on %s is not seen here (a "
+                      "local directory, or another filesystem). Mount the same shared filesystem at %s on every node."
+                      % (host, path, trip["first"], trip["first"], path))
     return errors
 
 

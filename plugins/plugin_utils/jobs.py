@@ -20,12 +20,13 @@ STALL_STOP = "train_on_stall=stop"
 _PEER_GONE_RE = re.compile(r'(?:closed by peer|Connection reset by peer) \[([0-9a-fA-F.:]+)\]')
 
 
-def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir):
+def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir, master_node=None):
     """What would make the job hang, before anything starts: [finding], each naming the node.
 
-    launch_env_b64: {node: launch.env as slurp's base64, or None}; master: "addr:port"; matrix: the port matrix of the
-    master port (reachability.summarize); listeners: {node: port_matrix listeners}; writes: {node: the copy task's
-    result}; seen: file names the first node found in jobs_dir.
+    nodes: the inventory order; launch_env_b64: {node: launch.env as slurp's base64, or None}; master: "addr:port";
+    matrix: the port matrix of the master port (reachability.summarize); listeners: {node: port_matrix listeners};
+    writes: {node: the copy task's result}; seen: file names the first node found in jobs_dir; master_node: the node
+    that serves the master port (cluster_master), None for the first node.
     """
     findings, launches = [], {}
     for node in nodes:
@@ -36,11 +37,12 @@ def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jo
             launches[node] = read_env_b64(text)
     findings += launch_reasons(launches, nodes, master)
     port = int(master.rsplit(":", 1)[1])
-    busy = [entry for entry in (listeners.get(nodes[0]) or []) if int(entry.get("port", 0)) == port and entry.get("state") == "served"]
+    master_node = master_node or nodes[0]
+    busy = [entry for entry in (listeners.get(master_node) or []) if int(entry.get("port", 0)) == port and entry.get("state") == "served"]
     if busy:
-        findings.append("%s: the master port %d is in use (another program listens there; a job still running?)" % (nodes[0], port))
+        findings.append("%s: the master port %d is in use (another program listens there; a job still running?)" % (master_node, port))
     findings += ["master port: %s" % message for message in (matrix or {}).get("messages", [])
-                 if "-> %s " % nodes[0] in message]
+                 if "-> %s " % master_node in message]
     for node in nodes:
         write = writes.get(node) or {}
         # The task does not fail (failed_when: false, so every node is checked): a write that worked names its dest.

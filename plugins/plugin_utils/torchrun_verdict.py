@@ -27,8 +27,8 @@ def _spans(numbers):
 def launch_reasons(launches, nodes, master):
     """What in the nodes' launch environments makes a rendezvous hang: [reason], naming the nodes.
 
-    launches: {node: launch.env as read on that node, or None}; nodes: the inventory order;
-    master: "addr:port" every node must use (the first node's cluster_ip and cluster_master_port).
+    launches: {node: launch.env as read on that node, or None}; nodes: the NODE_RANK order (cluster_master first);
+    master: "addr:port" every node must use (cluster_master's cluster_ip and cluster_master_port).
     """
     reasons, by_rank = [], {}
     for node in nodes:

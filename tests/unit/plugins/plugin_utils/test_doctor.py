@@ -78,6 +78,16 @@ def test_storage():
         ("node3", "does not see the file another node wrote to /mnt/shared; only 1 GiB free in /mnt/shared (< 10 GiB)")]
 
 
+def test_brought_storage_needs_no_fstab_entry_and_is_judged_by_its_round_trip():
+    ok = {"expect_fstab": False, "present": False, "source": None, "mounted": None, "expect_mounted": True, "writable": True,
+          "sees": True, "free_bytes": 2 ** 40}
+    state = {"node1": ok, "node2": dict(ok, writable=False), "node3": dict(ok, sees=False)}
+    found = doctor.storage(["node1", "node2", "node3"], state, "/mnt/shared", 10 * 2 ** 30)
+    assert fails(found) == [("node2", "the training user cannot write to /mnt/shared"),
+                            ("node3", "does not see the file another node wrote to /mnt/shared")]
+    assert all("nfs_enabled: false" in f["fix"] for f in found if f["status"] == "fail")
+
+
 def test_plan():
     assert fails(doctor.plan(MODEL, 3, 1, 6)) == [
         ("-", "tensor parallel 3 does not divide 32 attention heads; tensor parallel 3 does not divide 32 KV heads (nor replicates them evenly)")]

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils.inventory import by_node, node_errors, node_records, validate
+from ansible_collections.trainops.cluster.plugins.plugin_utils.inventory import (by_node, node_errors, node_records,
+                                                                            storage_round_trip_errors, validate)
 
 SETTINGS = {
     "cluster_network": "10.72.0.0/24",
@@ -196,3 +197,60 @@ def test_a_kernel_without_nfs_is_named_before_anything_changes():
     assert node_errors(state(nfs=dict(bare, modules=["nfsd.ko.xz", "nfs.ko.zst"]))) == []
     assert node_errors(state(nfs=dict(bare, builtin="kernel/fs/nfsd/nfsd.ko\nkernel/fs/nfs/nfs.ko\n"))) == []
     assert node_errors(state(nfs=dict(bare, server=False, filesystems=["nfs4"]))) == []
+
+
+# Storage the cluster brings (nfs_enabled: false), as the stat module and mount_facts see it: a platform's volume at
+# /mnt, the shared directory in it.
+MOUNTS = {"/": {"device": "overlay", "fstype": "overlay", "options": "rw,relatime"},
+          "/mnt": {"device": "10.0.0.5:/vol1", "fstype": "nfs4", "options": "rw,relatime,vers=4.1"}}
+
+
+def brought(**stat):
+    return {"path": "/mnt/shared", "mounts": MOUNTS,
+            "stat": dict({"exists": True, "isdir": True, "uid": 2000, "gid": 2000, "mode": "0755"}, **stat)}
+
+
+def test_brought_storage_the_training_user_owns_is_fine():
+    assert node_errors(state(storage=brought())) == []
+    # Writable through its group, or by everyone (a sticky /tmp-like share), is as good.
+    assert node_errors(state(storage=brought(uid=0, gid=2000, mode="0775"))) == []
+    assert node_errors(state(storage=brought(uid=0, gid=0, mode="1777"))) == []
+
+
+def test_brought_storage_owned_by_root_is_named_with_its_owner_and_the_fix():
+    assert node_errors(state(storage=brought(uid=0, gid=0, mode="0755"))) == [
+        "node2: the training user (uid 2000) cannot write to /mnt/shared: it belongs to 0:0, mode 0755. Give it to the "
+        "training user on the storage (chown 2000:2000 /mnt/shared), or set cluster_shared_dir to a directory of the share "
+        "that it owns."]
+
+
+def test_brought_storage_missing_or_read_only_is_named():
+    [missing] = node_errors(state(storage=brought(exists=False)))
+    assert missing.startswith("node2: cluster_shared_dir /mnt/shared does not exist here. With nfs_enabled: false")
+    read_only = dict(brought(), mounts=dict(MOUNTS, **{"/mnt": dict(MOUNTS["/mnt"], options="ro,relatime,vers=4.1")}))
+    assert node_errors(state(storage=read_only)) == [
+        "node2: /mnt/shared is on a read-only mount (10.0.0.5:/vol1 at /mnt, nfs4): checkpoints and logs cannot be written "
+        "there. Remount it read-write on node2, or set cluster_shared_dir to writable shared storage."]
+    # The mount that holds the path is the longest one above it: a read-only /mnt/shared-old is another one.
+    elsewhere = dict(brought(), mounts=dict(MOUNTS, **{"/mnt/shared-old": {"device": "x", "fstype": "ext4", "options": "ro"}}))
+    assert node_errors(state(storage=elsewhere)) == []
+
+
+def trip(**changes):
+    return dict({"host": "node2", "first": "node1", "path": "/mnt/shared", "uid": 2000, "written": True, "write_error": "",
+                 "seen": True, "first_wrote": True, "removed": True, "remove_error": ""}, **changes)
+
+
+def test_the_storage_round_trip_names_a_node_that_cannot_write_or_does_not_share():
+    assert storage_round_trip_errors(trip()) == []
+    assert storage_round_trip_errors(trip(written=False, write_error="sh: 1: cannot create /mnt/shared/.x: Permission denied\n",
+                                          removed=False)) == [
+        "node2: the training user (uid 2000) cannot create files in /mnt/shared: sh: 1: cannot create /mnt/shared/.x: "
+        "Permission denied. Give the directory to it on the storage, or set cluster_shared_dir to a directory of the share "
+        "that it owns."]
+    assert storage_round_trip_errors(trip(seen=False)) == [
+        "node2: /mnt/shared is not the storage that node1 wrote to: a file written there on node1 is not seen here (a local "
+        "directory, or another filesystem). Mount the same shared filesystem at /mnt/shared on every node."]
+    # When the first node could not write, only its own error says so: the others' missing read is no news.
+    assert storage_round_trip_errors(trip(seen=False, first_wrote=False)) == []
+    assert "can create files in /mnt/shared but not remove them" in storage_round_trip_errors(trip(removed=False))[0]
