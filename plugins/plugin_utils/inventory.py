@@ -161,6 +161,14 @@ def _check_settings(host, s):
     if not str(s.get("cluster_shared_dir", "/")).startswith("/"):
         errors.append("%s: cluster_shared_dir %r must be an absolute path." % (host, s.get("cluster_shared_dir")))
     errors.extend(_check_ports(host, s))
+    sources = s.get("cluster_user_key_sources") or []
+    for source in sources if isinstance(sources, list) else [sources]:
+        try:
+            ipaddress.ip_network(str(source), strict=False)
+        except ValueError:
+            errors.append("%s: cluster_user_key_sources entry %r is not an address or CIDR network (it goes into the cluster "
+                          "key's from= in authorized_keys). List management hosts as addresses, e.g. [10.0.1.5, 10.0.2.0/24]."
+                          % (host, source))
     for var in ("cluster_user_uid", "cluster_user_gid"):
         value = s.get(var)
         if not isinstance(value, int) or isinstance(value, bool) or not 1000 <= value <= 60000:

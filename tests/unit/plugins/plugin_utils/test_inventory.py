@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils.inventory import (by_node, node_errors, node_records,
-                                                                            storage_round_trip_errors, validate)
+from ansible_collections.trainops.cluster.plugins.plugin_utils.inventory import (
+    by_node, node_errors, node_records, storage_round_trip_errors, validate)
 
 SETTINGS = {
     "cluster_network": "10.72.0.0/24",
@@ -85,12 +85,18 @@ def test_invalid_hostname():
     ("cluster_user_uid", 0, "cluster_user_uid 0 must be an integer in 1000-60000"),
     ("cluster_user_gid", 70000, "cluster_user_gid 70000 must be an integer in 1000-60000"),
     ("cluster_network", "10.72.0.0/33", "cluster_network '10.72.0.0/33' is not a CIDR network"),
+    ("cluster_user_key_sources", ["10.1.0.5", "bastion"], "cluster_user_key_sources entry 'bastion' is not an address"),
 ])
 def test_bad_settings_name_the_variable(var, value, needle):
     settings = {h: {var: value} for h in good()}
     errors = cluster(good(), settings)[1]
     assert errors[0].startswith("node1: ")
     assert needle in errors[0]
+
+
+def test_management_sources_of_the_key_may_be_addresses_and_networks():
+    settings = {h: {"cluster_user_key_sources": ["10.1.0.5", "192.168.0.0/16", "fd00::1"]} for h in good()}
+    assert cluster(good(), settings)[1] == []
 
 
 def test_cluster_wide_setting_must_not_differ_per_host():
