@@ -11,6 +11,7 @@ KEY = INVENTORY.parent / "credentials" / "train_ed25519"
 # The controller's address on the nodes' management network (podman's gateway there): it is not on the training network.
 CONTROLLER = HOSTVARS["node1"]["ansible_host"].rsplit(".", 1)[0] + ".1"
 USER_STAGE = ["--tags", "cluster_user"]
+KEYS = "/home/train/.ssh/authorized_keys"
 
 
 def login(name):
@@ -28,14 +29,17 @@ def test_a_bad_source_is_refused_before_anything_changes():
 
 def test_a_management_host_may_use_the_key_only_when_listed(node):
     assert login("node1").returncode != 0  # from the training network only
+    for name in CLUSTER:
+        node(name).check_output("cp -a %s %s.before-test" % (KEYS, KEYS))
     try:
         run = playbook("site.yml", *USER_STAGE, "-e", json.dumps({"cluster_user_key_sources": [CONTROLLER]}))
         assert run.returncode == 0, run.stdout[-3000:]
         for name in CLUSTER:
-            keys = node(name).file("/home/train/.ssh/authorized_keys").content_string
+            keys = node(name).file(KEYS).content_string
             assert 'from="%s,%s" ' % (HOSTVARS[name]["cluster_network"], CONTROLLER) in keys, name
             assert login(name).returncode == 0, (name, login(name).stderr)
     finally:
-        run = playbook("site.yml", *USER_STAGE)
-    assert run.returncode == 0, run.stdout[-3000:]
+        # Put back by hand (the role's own run without the setting does the same, slower: the converge proved it).
+        for name in CLUSTER:
+            node(name).run("mv %s.before-test %s" % (KEYS, KEYS))
     assert login("node1").returncode != 0
