@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils.drift_compare import compare, render_drift_table, render_markdown
-from ansible_collections.trainops.cluster.plugins.plugin_utils import drift_keys
+from ansible_collections.trainops.cluster.plugins.plugin_utils import drift_keys, job_requirements
 
 
 def _require_mapping(value, what):
@@ -25,8 +25,8 @@ def _require_comparison(comparison, name):
         raise AnsibleFilterError("{0} expects the result of trainops.cluster.drift_compare; missing {1}".format(name, ", ".join(missing)))
 
 
-def drift_values(gpu_facts, comm_facts=None, extra=None):
-    return drift_keys.values_for(gpu_facts, comm_facts, extra)
+def drift_values(gpu_facts, comm_facts=None, extra=None, image_facts=None):
+    return drift_keys.values_for(gpu_facts, comm_facts, extra, image_facts)
 
 
 def drift_compare(values_by_host, policy=None, default_severity="warn", hosts_order=None):
@@ -37,9 +37,10 @@ def drift_compare(values_by_host, policy=None, default_severity="warn", hosts_or
     if policy is not None:
         _require_mapping(policy, "drift_compare policy")
     try:
-        return compare(values_by_host, policy, default_severity=default_severity, hosts_order=hosts_order)
+        comparison = compare(values_by_host, policy, default_severity=default_severity, hosts_order=hosts_order)
     except ValueError as exc:
         raise AnsibleFilterError("drift_compare: {0}".format(exc)) from exc
+    return job_requirements.apply(comparison, values_by_host)
 
 
 def drift_table(comparison, marker="*"):

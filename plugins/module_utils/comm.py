@@ -6,7 +6,7 @@
 Everything here takes text (or, for read_infiniband, a directory root) and returns plain data, so the
 comm_facts module stays thin and the parsers are tested against recorded outputs.
 
-Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts).
+Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, image_facts).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """One node's facts as the flat, display-ready values that the cross-node drift report compares.
 
-Input shapes: trainops_gpu (gpu_facts) and trainops_comm (comm_facts); either may be missing (None) when the
-module could not run on the node, which shows as missing values instead of hiding the node.
+Input shapes: trainops_gpu (gpu_facts), trainops_comm (comm_facts) and trainops_image (image_facts); any may be
+missing (None) when the module could not run on the node, which shows as missing values instead of hiding the node.
 """
 
 from __future__ import annotations
@@ -34,8 +34,26 @@ def _ib(comm):
     return ["%s:%s %s %sG" % (p["device"], p["port"], p.get("state"), p.get("rate_gbps")) for p in ports]
 
 
-def values_for(gpu, comm, extra=None):
-    """Display key -> value for one node, in report order; `extra` (e.g. the image digest) is appended."""
+def image_values(image):
+    """The training environment inside the image (image_facts), under keys that start with "image ". A package
+    appears where it is installed (a node without it shows it missing); LLaMA-Factory's unmet requirements where it is."""
+    torch = image.get("torch") or {}
+    values = {
+        "image python": image.get("python"),
+        "image torch": torch.get("version"),
+        "image torch cuda": torch.get("cuda"),
+        "image nccl": torch.get("nccl"),
+    }
+    values.update(("image " + name, version) for name, version in sorted((image.get("packages") or {}).items()) if version)
+    unmet = image.get("llamafactory_unmet")
+    if unmet is not None:
+        values["image llamafactory unmet"] = ["%s (installed %s)" % (u["requirement"], u["installed"] or "none") for u in unmet]
+    return values
+
+
+def values_for(gpu, comm, extra=None, image=None):
+    """Display key -> value for one node, in report order; `extra` (e.g. the image digest) and the values inside
+    the image (`image`, image_facts) are appended."""
     gpu = gpu or {}
     comm = comm or {}
     torch = comm.get("torch") or {}
@@ -66,4 +84,6 @@ def values_for(gpu, comm, extra=None):
         "os": comm.get("os"),
     }
     values.update(extra or {})
+    if image is not None:
+        values.update(image_values(image))
     return values
