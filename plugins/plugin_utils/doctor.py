@@ -20,6 +20,11 @@ CHECKS = ("reachable", "versions", "names", "ssh", "interface", "ranks", "ports"
           "slurm")
 
 
+# The advice with a slow read of the shared storage (the warning itself says it too, for validation's output).
+READ_FIX = ("Stage datasets on local disk (a node-local directory) before training; raise the storage's throughput, or set "
+            "validate_storage_min_read_mbps to what it is meant to give.")
+
+
 def finding(check, node, status, detail, fix=""):
     return {"check": check, "node": node, "status": status, "detail": detail, "fix": fix}
 
@@ -227,9 +232,10 @@ def limits(node, shm_bytes, memlock, where, min_shm_bytes):
 
 
 def storage(nodes, state, path, min_free_bytes):
-    """state: {node: {expect_fstab, present, expect_mounted, mounted, source, writable, free_bytes, sees}} as read on
-    each node. Storage the cluster brings has no fstab entry to expect and mounted None: not judged, its round trip
-    (writable, sees) is."""
+    """state: {node: {expect_fstab, present, expect_mounted, mounted, source, writable, free_bytes, sees, read_mbps,
+    read_warning}} as read on each node. Storage the cluster brings has no fstab entry to expect and mounted None: not
+    judged, its round trip (writable, sees) is. read_mbps and read_warning are the read throughput check's (module
+    storage_throughput, which judged the figure): a slow read is a warning finding beside the node's other one."""
     served = "Run site.yml (role shared_storage) to restore the fstab entry and the mount."
     brought = ("The storage is the cluster's own (nfs_enabled: false): mount the same filesystem at %s on every node, "
                "writable by the training user." % path)
@@ -255,7 +261,11 @@ def storage(nodes, state, path, min_free_bytes):
         if free is not None and free < min_free_bytes:
             problems.append("only %d GiB free in %s (< %d GiB)" % (free // 2 ** 30, path, min_free_bytes // 2 ** 30))
         fix = served if s.get("expect_fstab", True) else brought
-        out.append(finding("storage", node, "fail", "; ".join(problems), fix) if problems else finding("storage", node, "ok", "%s in place" % path))
+        read = ", read at %s MB/s with every node at once" % s["read_mbps"] if s.get("read_mbps") is not None else ""
+        out.append(finding("storage", node, "fail", "; ".join(problems), fix) if problems
+                   else finding("storage", node, "ok", "%s in place%s" % (path, read)))
+        if s.get("read_warning"):
+            out.append(finding("storage", node, "warn", s["read_warning"], READ_FIX))
     return out
 
 

@@ -88,6 +88,21 @@ def test_brought_storage_needs_no_fstab_entry_and_is_judged_by_its_round_trip():
     assert all("nfs_enabled: false" in f["fix"] for f in found if f["status"] == "fail")
 
 
+def test_a_slow_read_of_the_storage_is_a_warning_naming_the_node_beside_its_other_finding():
+    ok = {"expect_fstab": False, "present": False, "source": None, "mounted": None, "expect_mounted": True, "writable": True,
+          "sees": True, "free_bytes": 2 ** 40, "read_mbps": 812.5, "read_warning": None}
+    slow = "node2: shared storage /mnt/shared read at 95.2 MB/s with every node reading at once, below 200 MB/s. Stage datasets ..."
+    state = {"node1": ok, "node2": dict(ok, read_mbps=95.2, read_warning=slow), "node3": dict(ok, read_mbps=None)}
+    found = doctor.storage(["node1", "node2", "node3"], state, "/mnt/shared", 10 * 2 ** 30)
+    assert [(f["node"], f["status"], f["detail"]) for f in found] == [
+        ("node1", "ok", "/mnt/shared in place, read at 812.5 MB/s with every node at once"),
+        ("node2", "ok", "/mnt/shared in place, read at 95.2 MB/s with every node at once"),
+        ("node2", "warn", slow),
+        ("node3", "ok", "/mnt/shared in place")]
+    assert "Stage datasets on local disk" in found[2]["fix"]
+    assert doctor.summarize(found)["ok"]  # a warning fails nothing
+
+
 def test_plan():
     assert fails(doctor.plan(MODEL, 3, 1, 6)) == [
         ("-", "tensor parallel 3 does not divide 32 attention heads; tensor parallel 3 does not divide 32 KV heads (nor replicates them evenly)")]

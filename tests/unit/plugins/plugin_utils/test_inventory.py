@@ -252,6 +252,18 @@ def test_the_storage_round_trip_names_a_node_that_cannot_write_or_does_not_share
     assert storage_round_trip_errors(trip(written=False, write_error="sh: 1: cannot create /mnt/shared/.x: Permission denied\n",
                                           removed=False)) == [
         "node2: the training user (uid 2000) cannot create files in /mnt/shared: sh: 1: cannot create /mnt/shared/.x: "
+def test_brought_storage_without_room_is_named_with_the_figure():
+    full = dict(brought(), min_free_bytes=10 * 2 ** 30, mounts=dict(MOUNTS, **{"/mnt": dict(MOUNTS["/mnt"], size_available=3 * 2 ** 30)}))
+    assert node_errors(state(storage=full)) == [
+        "node2: only 3.0 GiB (3221225472 bytes) free in /mnt/shared (10.0.0.5:/vol1 at /mnt), below "
+        "validate_storage_min_free_bytes 10.0 GiB (10737418240 bytes): checkpoints and logs need room. Free space on the "
+        "storage, set cluster_shared_dir to storage with room, or lower validate_storage_min_free_bytes."]
+    # Enough room, no minimum, or a size mount_facts could not read (it timed out, and warned): no error.
+    assert node_errors(state(storage=dict(full, min_free_bytes=2 ** 30))) == []
+    assert node_errors(state(storage=dict(full, min_free_bytes=0))) == []
+    assert node_errors(state(storage=dict(full, mounts=MOUNTS))) == []
+
+
         "Permission denied. Give the directory to it on the storage, or set cluster_shared_dir to a directory of the share "
         "that it owns."]
     assert storage_round_trip_errors(trip(seen=False)) == [
