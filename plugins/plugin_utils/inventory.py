@@ -280,6 +280,11 @@ def _containing_mount(path, mounts):
     return max(found, key=lambda item: len(item[0]), default=(None, None))
 
 
+def _gib(size):
+    """Bytes as GiB with one decimal, the exact figure beside it: '3.2 GiB (3435973836 bytes)'."""
+    return "%.1f GiB (%d bytes)" % (size / 2 ** 30, size)
+
+
 def _storage_errors(host, storage, uid, gid):
     """storage: {path, stat (the stat module's), mounts (mount_facts' mount_points), min_free_bytes} of storage that the
     cluster brings (nfs_enabled: false), or None. The training user's uid and gid need not exist yet: its write
@@ -301,12 +306,12 @@ def _storage_errors(host, storage, uid, gid):
     if mount and "ro" in str(mount.get("options", "")).split(","):
         errors.append("%s: %s is on a read-only mount (%s at %s, %s): checkpoints and logs cannot be written there. "
                       "Remount it read-write on %s, or set cluster_shared_dir to writable shared storage."
-def _gib(size):
-    """Bytes as GiB with one decimal, the exact figure beside it: '3.2 GiB (3435973836 bytes)'."""
-    return "%.1f GiB (%d bytes)" % (size / 2 ** 30, size)
-
-
                       % (host, path, mount.get("device"), point, mount.get("fstype"), host))
+    free, minimum = (mount or {}).get("size_available"), storage.get("min_free_bytes")
+    if free is not None and minimum and free < minimum:
+        errors.append("%s: only %s free in %s (%s at %s), below validate_storage_min_free_bytes %s: checkpoints and logs "
+                      "need room. Free space on the storage, set cluster_shared_dir to storage with room, or lower "
+                      "validate_storage_min_free_bytes." % (host, _gib(free), path, mount.get("device"), point, _gib(minimum)))
     mode = int(str(stat["mode"]), 8)
     owner, group = str(stat["uid"]), str(stat["gid"])
     if not ((owner == str(uid) and mode & 0o200) or (group == str(gid) and mode & 0o020) or mode & 0o002):
@@ -326,11 +331,6 @@ def storage_round_trip_errors(trip):
         errors.append("%s: the training user (uid %s) cannot create files in %s: %s. Give the directory to it on the "
                       "storage, or set cluster_shared_dir to a directory of the share that it owns."
                       % (host, trip["uid"], path, (trip["write_error"] or "failed").strip()))
-    free, minimum = (mount or {}).get("size_available"), storage.get("min_free_bytes")
-    if free is not None and minimum and free < minimum:
-        errors.append("%s: only %s free in %s (%s at %s), below validate_storage_min_free_bytes %s: checkpoints and logs "
-                      "need room. Free space on the storage, set cluster_shared_dir to storage with room, or lower "
-                      "validate_storage_min_free_bytes." % (host, _gib(free), path, mount.get("device"), point, _gib(minimum)))
     elif not trip["removed"]:
         errors.append("%s: the training user (uid %s) can create files in %s but not remove them: %s. Checkpoint "
                       "rotation needs both." % (host, trip["uid"], path, (trip["remove_error"] or "failed").strip()))

@@ -242,16 +242,6 @@ def test_brought_storage_missing_or_read_only_is_named():
     assert node_errors(state(storage=elsewhere)) == []
 
 
-def trip(**changes):
-    return dict({"host": "node2", "first": "node1", "path": "/mnt/shared", "uid": 2000, "written": True, "write_error": "",
-                 "seen": True, "first_wrote": True, "removed": True, "remove_error": ""}, **changes)
-
-
-def test_the_storage_round_trip_names_a_node_that_cannot_write_or_does_not_share():
-    assert storage_round_trip_errors(trip()) == []
-    assert storage_round_trip_errors(trip(written=False, write_error="sh: 1: cannot create /mnt/shared/.x: Permission denied\n",
-                                          removed=False)) == [
-        "node2: the training user (uid 2000) cannot create files in /mnt/shared: sh: 1: cannot create /mnt/shared/.x: "
 def test_brought_storage_without_room_is_named_with_the_figure():
     full = dict(brought(), min_free_bytes=10 * 2 ** 30, mounts=dict(MOUNTS, **{"/mnt": dict(MOUNTS["/mnt"], size_available=3 * 2 ** 30)}))
     assert node_errors(state(storage=full)) == [
@@ -264,6 +254,16 @@ def test_brought_storage_without_room_is_named_with_the_figure():
     assert node_errors(state(storage=dict(full, mounts=MOUNTS))) == []
 
 
+def trip(**changes):
+    return dict({"host": "node2", "first": "node1", "path": "/mnt/shared", "uid": 2000, "written": True, "write_error": "",
+                 "seen": True, "first_wrote": True, "removed": True, "remove_error": ""}, **changes)
+
+
+def test_the_storage_round_trip_names_a_node_that_cannot_write_or_does_not_share():
+    assert storage_round_trip_errors(trip()) == []
+    assert storage_round_trip_errors(trip(written=False, write_error="sh: 1: cannot create /mnt/shared/.x: Permission denied\n",
+                                          removed=False)) == [
+        "node2: the training user (uid 2000) cannot create files in /mnt/shared: sh: 1: cannot create /mnt/shared/.x: "
         "Permission denied. Give the directory to it on the storage, or set cluster_shared_dir to a directory of the share "
         "that it owns."]
     assert storage_round_trip_errors(trip(seen=False)) == [
