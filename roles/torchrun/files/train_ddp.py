@@ -159,6 +159,8 @@ def main():
         time.sleep(args.step_seconds)
 
     emit("done", rank=rank, host=socket.gethostname(), step=step, params_sha256=params_sha256(module))
+    # As in trainops_allreduce.py: torch 2.6's Gloo hung in a teardown that another rank's collective still needed.
+    dist.barrier()
     dist.destroy_process_group()
 
 
