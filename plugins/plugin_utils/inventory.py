@@ -126,6 +126,24 @@ def _check_ip(node, network):
     return errors
 
 
+def _storage_node_errors(server, address, its_network, network):
+    """cluster_nfs_server outside group cluster (a storage node): the nodes mount its export at its cluster_ip, and
+    the roles that run there (its firewall) read the cluster's settings, which group_vars of group cluster do not
+    give it (its_network: cluster_network as the storage node sees it)."""
+    errors = []
+    try:
+        ipaddress.ip_address(str(address))
+    except ValueError:
+        found = "it has none" if address is None else "%r is not an IP address" % (address,)
+        errors.append("cluster_nfs_server %s is a storage node outside group cluster, and the nodes mount its export at its "
+                      "cluster_ip: %s. Set cluster_ip for %s in the inventory (its address that the nodes reach)." % (server, found, server))
+    if its_network != network:
+        errors.append("cluster_nfs_server %s is a storage node outside group cluster, and it does not see the cluster's settings "
+                      "(cluster_network %s there, %s on the nodes). Set the cluster-wide settings in group_vars for group all "
+                      "(or a group holding %s too), not only for group cluster." % (server, its_network, network, server))
+    return errors
+
+
 def _check_hostname(node):
     names = [node["hostname"]] + ([node["fqdn"]] if node["fqdn"] else [])
     bad = [n for n in names if not all(HOSTNAME_LABEL_RE.match(label) for label in n.split("."))]
@@ -199,9 +217,10 @@ def validate(nodes, settings_by_host):
         errors.extend(_check_ip(node, networks.get(node["host"])))
         errors.extend(_check_hostname(node))
     hosts = {n["host"] for n in nodes}
-    servers = {s.get("cluster_nfs_server") for s in settings_by_host.values()} - {None} - hosts
-    errors.extend("cluster_nfs_server %s (group nfs_server) is not in group cluster. Serve NFS from a cluster node." % server
-                  for server in sorted(servers))
+    outside = {(s.get("cluster_nfs_server"), s.get("cluster_nfs_server_ip"), s.get("cluster_nfs_server_network"), s.get("cluster_network"))
+               for s in settings_by_host.values() if s.get("cluster_nfs_server") not in hosts | {None}}
+    for server, address, its_network, network in sorted(outside, key=str):
+        errors.extend(_storage_node_errors(server, address, its_network, network))
     masters = {s.get("cluster_master") for s in settings_by_host.values()}
     errors.extend(error for error in (master_error([n["host"] for n in nodes], master) for master in sorted(masters, key=str))
                   if error)

@@ -1,4 +1,5 @@
-"""Firewall, port matrix and NFS on 3 cluster nodes and an outsider on the same training network.
+"""Firewall, port matrix and NFS on 3 cluster nodes, a storage node outside the cluster that serves the NFS export,
+and an outsider on the same training network.
 
 Tests run in file order: the last ones break the firewall on purpose and check that the port matrix names
 the break and that site.yml repairs it.
@@ -12,7 +13,8 @@ import pytest
 from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, PAIRS, STATE, playbook, timed
 
 OUTSIDER = "outsider"
-SERVER = HOSTVARS["node1"]["cluster_ip"]
+STORAGE = "storage"
+SERVER = HOSTVARS[STORAGE]["cluster_ip"]
 EXPORT = "nfs://%s/srv/trainops/shared" % SERVER
 UID = HOSTVARS[CLUSTER[0]]["cluster_user_uid"]
 TRAIN = "uid=%d&gid=%d&version=4" % (UID, UID)
@@ -37,9 +39,22 @@ def test_cluster_ports_pass_between_nodes(node, src, dst, port):
 
 
 @pytest.mark.parametrize("port", [22, 29500, 50000, 2049])
-@pytest.mark.parametrize("dst", CLUSTER)
+@pytest.mark.parametrize("dst", CLUSTER + [STORAGE])
 def test_outsider_is_dropped(node, dst, port):
     assert connect(node, OUTSIDER, dst, port) == "dropped"
+
+
+def test_storage_node_serves_nfs_to_the_nodes_and_takes_no_part_in_training(node):
+    for src in CLUSTER:
+        assert connect(node, src, STORAGE, 2049) == "open"
+        # None of the cluster's own ports: it is no training node (refused would mean the firewall let it through).
+        for port in (22, 29500, 50000, 60000):
+            assert connect(node, src, STORAGE, port) == "dropped", (src, port)
+    storage = node(STORAGE)
+    assert not storage.file("/etc/trainops/launch.env").exists
+    assert not storage.file("/etc/sysctl.d/60-trainops.conf").exists
+    # The nodes mount its export, not one of their own.
+    assert not node("node1").package("nfs-ganesha").is_installed
 
 
 @pytest.mark.parametrize("name", CLUSTER)
@@ -95,8 +110,8 @@ def test_outsider_nfs_is_dropped_by_the_firewall(node):
 
 
 def test_outsider_nfs_is_refused_by_the_export_list(node):
-    # Let the outsider through node1's firewall; the export list alone must still refuse it.
-    node("node1").check_output("nft insert rule inet trainops input ip saddr %s accept", ip(OUTSIDER))
+    # Let the outsider through the storage node's firewall; the export list alone must still refuse it.
+    node(STORAGE).check_output("nft insert rule inet trainops input ip saddr %s accept", ip(OUTSIDER))
     out = node(OUTSIDER).run("timeout 10 nfs-ls %s 2>&1; echo rc=$?", url())
     # Answered, and refused: NFS-Ganesha hides an export from clients it does not list (NFS4ERR_NOENT).
     assert "rt-node2" not in out.stdout and "failed with NFS4ERR_NOENT" in out.stdout, out.stdout
@@ -126,7 +141,7 @@ def test_injected_drop_is_named_by_the_port_matrix_and_repaired_by_site(node):
     assert "tcp dport 29500 drop" not in node("node1").check_output("nft -s list table inet trainops")
     assert "tcp dport 60000-60299 drop" not in node("node2").check_output("nft -s list table inet trainops")
     assert connect(node, "node2", "node1", 29500) == "refused"
-    assert connect(node, OUTSIDER, "node1", 2049) == "dropped"  # the accept rule added above is gone too
+    assert connect(node, OUTSIDER, STORAGE, 2049) == "dropped"  # the accept rule added above is gone too
     assert playbook("ports.yml").returncode == 0
     assert playbook("verify.yml").returncode == 0
 

@@ -165,10 +165,20 @@ def test_overlapping_ranges():
                                                "(52000-52199, 52100-52299). Give each its own ports.")
 
 
-def test_nfs_server_must_be_a_cluster_node():
-    settings = {h: {"cluster_nfs_server": "storage1"} for h in good()}
-    assert cluster(good(), settings)[1] == ["cluster_nfs_server storage1 (group nfs_server) is not in group cluster. "
-                                            "Serve NFS from a cluster node."]
+def test_a_storage_node_outside_the_cluster_serves_at_its_cluster_ip_with_the_clusters_settings():
+    storage = {"cluster_nfs_server": "storage1", "cluster_nfs_server_ip": "10.72.0.50", "cluster_nfs_server_network": "10.72.0.0/24"}
+    assert cluster(good(), {h: storage for h in good()})[1] == []
+    # Settings in group_vars of group cluster only: the storage node does not see them.
+    unseen = dict(storage, cluster_nfs_server_network=None)
+    assert cluster(good(), {h: unseen for h in good()})[1] == [
+        "cluster_nfs_server storage1 is a storage node outside group cluster, and it does not see the cluster's settings "
+        "(cluster_network None there, 10.72.0.0/24 on the nodes). Set the cluster-wide settings in group_vars for group all "
+        "(or a group holding storage1 too), not only for group cluster."]
+    for address, found in ((None, "it has none"), ("storage1.example", "'storage1.example' is not an IP address")):
+        settings = {h: dict(storage, cluster_nfs_server_ip=address) for h in good()}
+        assert cluster(good(), settings)[1] == [
+            "cluster_nfs_server storage1 is a storage node outside group cluster, and the nodes mount its export at its "
+            "cluster_ip: %s. Set cluster_ip for storage1 in the inventory (its address that the nodes reach)." % found]
 
 
 def test_by_node_reads_a_path_and_gives_none_where_it_is_missing():
