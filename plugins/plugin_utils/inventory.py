@@ -140,7 +140,7 @@ def _storage_node_errors(server, address, its_network, network):
     if its_network != network:
         errors.append("cluster_nfs_server %s is a storage node outside group cluster, and it does not see the cluster's settings "
                       "(cluster_network %s there, %s on the nodes). Set the cluster-wide settings in group_vars for group all "
-                      "(or a group holding %s too), not only for group cluster." % (server, its_network, network, server))
+                      "(or a group holding %s too), not only for group cluster." % (server, its_network or "unset", network, server))
     return errors
 
 

@@ -172,7 +172,7 @@ def test_a_storage_node_outside_the_cluster_serves_at_its_cluster_ip_with_the_cl
     unseen = dict(storage, cluster_nfs_server_network=None)
     assert cluster(good(), {h: unseen for h in good()})[1] == [
         "cluster_nfs_server storage1 is a storage node outside group cluster, and it does not see the cluster's settings "
-        "(cluster_network None there, 10.72.0.0/24 on the nodes). Set the cluster-wide settings in group_vars for group all "
+        "(cluster_network unset there, 10.72.0.0/24 on the nodes). Set the cluster-wide settings in group_vars for group all "
         "(or a group holding storage1 too), not only for group cluster."]
     for address, found in ((None, "it has none"), ("storage1.example", "'storage1.example' is not an IP address")):
         settings = {h: dict(storage, cluster_nfs_server_ip=address) for h in good()}
