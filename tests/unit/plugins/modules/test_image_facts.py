@@ -5,15 +5,14 @@
 (a torch module and the distributions' metadata), so the probe's reading of versions and requirements is the one
 that runs in an image."""
 
-import json
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).parents[4]
+from ansible_collections.trainops.cluster.plugins.modules import image_facts
+import helpers.modules
+
 # run --rm --network none [run args] --entrypoint PYTHON IMAGE -c PROBE PACKAGE...: the image is a directory of
 # FAKE_IMAGES; "python3" there is this interpreter with the image's site directory first on its path.
 FAKE = r'''#!/usr/bin/env python3
@@ -62,16 +61,12 @@ def engine_fixture(tmp_path, monkeypatch):
     return tmp_path
 
 
-def run(args, check_mode=False):
-    payload = {"ANSIBLE_MODULE_ARGS": dict(args, _ansible_check_mode=check_mode)}
-    env = dict(os.environ, PYTHONPATH=str(PROJECT / ".collections"))
-    proc = subprocess.run([sys.executable, "-m", "ansible_collections.trainops.cluster.plugins.modules.image_facts"],
-                          input=json.dumps(payload), capture_output=True, text=True, env=env, timeout=60, check=False)
-    return json.loads(proc.stdout)
+def run(capsys, args, check_mode=False):
+    return helpers.modules.run_module(image_facts, capsys, _ansible_check_mode=check_mode, **args)
 
 
-def test_reads_python_torch_packages_and_unmet_requirements(engine):
-    result = run({"image": "train", "packages": ["transformers", "llamafactory", "deepspeed"], "run_args": ["--ulimit", "nofile=20000:20000"]})
+def test_reads_python_torch_packages_and_unmet_requirements(engine, capsys):
+    result = run(capsys, {"image": "train", "packages": ["transformers", "llamafactory", "deepspeed"], "run_args": ["--ulimit", "nofile=20000:20000"]})
     facts = result["ansible_facts"]["trainops_image"]
     assert result["changed"] is False
     assert facts["python"] == "%d.%d.%d" % sys.version_info[:3]
@@ -84,17 +79,17 @@ def test_reads_python_torch_packages_and_unmet_requirements(engine):
     assert call.startswith("run --rm --network none --ulimit nofile=20000:20000 --entrypoint python3 train -c")
 
 
-def test_an_image_without_the_python_is_reported_not_failed(engine):
-    result = run({"image": "probe:1"}, check_mode=True)
+def test_an_image_without_the_python_is_reported_not_failed(engine, capsys):
+    result = run(capsys, {"image": "probe:1"}, check_mode=True)
     facts = result["ansible_facts"]["trainops_image"]
     assert not result.get("failed")
     assert (facts["python"], facts["torch"], facts["llamafactory_unmet"]) == (None, None, None)
     assert facts["unavailable"]["probe"] == "podman exited 127: Error: executable file `python3` not found in $PATH"
 
 
-def test_an_image_without_torch_or_llamafactory(engine):
+def test_an_image_without_torch_or_llamafactory(engine, capsys):
     site = engine / "images" / "plain"
     site.mkdir()
-    facts = run({"image": "plain", "packages": ["transformers"]})["ansible_facts"]["trainops_image"]
+    facts = run(capsys, {"image": "plain", "packages": ["transformers"]})["ansible_facts"]["trainops_image"]
     assert (facts["torch"], facts["llamafactory_unmet"], facts["packages"]) == (None, None, {"transformers": None})
     assert facts["unavailable"]["torch"].startswith("ModuleNotFoundError")
