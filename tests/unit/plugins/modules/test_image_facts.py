@@ -14,9 +14,9 @@ from ansible_collections.trainops.cluster.plugins.modules import image_facts
 import helpers.modules
 
 # run --rm --network none [run args] --entrypoint PYTHON IMAGE -c PROBE PACKAGE...: the image is a directory of
-# FAKE_IMAGES; "python3" there is this interpreter with the image's site directory first on its path.
-FAKE = r'''#!/usr/bin/env python3
-import os, sys
+# FAKE_IMAGES; "python3" there is this interpreter (the fake's own, set by its first line) with the image's site
+# directory first on its path.
+FAKE = r'''import os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_ENGINE_CALLS"], "a") as log: log.write(" ".join(a for a in args if "\n" not in a) + "\n")
 at = args.index("--entrypoint")
@@ -47,7 +47,7 @@ def dist(site, name, version, requires=()):
 def engine_fixture(tmp_path, monkeypatch):
     bindir, images = tmp_path / "bin", tmp_path / "images"
     bindir.mkdir()
-    (bindir / "podman").write_text(FAKE)
+    (bindir / "podman").write_text("#!%s\n%s" % (sys.executable, FAKE))
     (bindir / "podman").chmod(0o755)
     site = images / "train"
     (site / "torch").mkdir(parents=True)

@@ -6,11 +6,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,20 +15,9 @@ from ansible_collections.trainops.cluster.plugins.modules import port_matrix
 import helpers.modules
 from helpers.sockets import filtered, free_block, free_ports, serving
 
-COLLECTIONS = Path(__file__).resolve().parents[4] / ".collections"
-MODULE = "ansible_collections.trainops.cluster.plugins.modules.port_matrix"
 NODES = [{"host": "node1", "short": "node1", "cluster_ip": "127.0.0.2", "rank": 0},
          {"host": "node2", "short": "node2", "cluster_ip": "127.0.0.3", "rank": 1},
          {"host": "node3", "short": "node3", "cluster_ip": "127.0.0.4", "rank": 2}]
-
-
-# The three helpers below are also in tests/unit/plugins/module_utils/test_ports.py (test folders are no packages).
-def start_module(args_file, **args):
-    """The module as its own process, its arguments in a file as Ansible hands them over."""
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=str(COLLECTIONS))
-    return subprocess.Popen([sys.executable, "-m", MODULE, str(args_file)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def run_module(capsys, **args):
@@ -47,7 +32,8 @@ def test_two_nodes_probe_each_other_at_once(tmp_path):
     spec = [p_rdzv, str(p_served), p_filtered, "%d-%d" % (low, high)]
     with serving("127.0.0.3", p_served), filtered("127.0.0.4", p_filtered):
         start = time.monotonic()
-        procs = {name: start_module(tmp_path / name, nodes=NODES, self=name, ports=spec, window=window, connect_timeout=connect_timeout)
+        procs = {name: helpers.modules.start_module(port_matrix, tmp_path / name, nodes=NODES, self=name, ports=spec, window=window,
+                                                    connect_timeout=connect_timeout)
                  for name in ("node1", "node2")}
         out = {}
         for name, proc in procs.items():

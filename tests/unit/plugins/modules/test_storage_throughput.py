@@ -7,24 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from ansible_collections.trainops.cluster.plugins.modules import storage_throughput
 import helpers.modules
-
-COLLECTIONS = Path(__file__).resolve().parents[4] / ".collections"
-MODULE = "ansible_collections.trainops.cluster.plugins.modules.storage_throughput"
-
-
-def start_module(args_file, **args):
-    """The module as its own process, its arguments in a file as Ansible hands them over."""
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=str(COLLECTIONS))
-    return subprocess.Popen([sys.executable, "-m", MODULE, str(args_file)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
 def run_module(capsys, **args):
@@ -37,7 +23,8 @@ def test_every_node_reads_at_the_common_start_and_the_file_is_removed(tmp_path, 
     assert written["changed"] is False and written["bytes"] == 8 * 2 ** 20 and not written["timed_out"]
 
     start_at = time.time() + 1.5
-    procs = {name: start_module(tmp_path / name, path=path, start_at=start_at, node=name, min_mbps=1) for name in ("node1", "node2", "node3")}
+    procs = {name: helpers.modules.start_module(storage_throughput, tmp_path / name, path=path, start_at=start_at, node=name, min_mbps=1)
+             for name in ("node1", "node2", "node3")}
     out = {}
     for name, proc in procs.items():
         stdout, stderr = proc.communicate(timeout=30)
