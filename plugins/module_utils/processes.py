@@ -52,6 +52,12 @@ def find(name, value, proc="/proc", having=None):
     return found
 
 
+# The container engine's own processes (the client, podman's container monitor and the cleanup it runs, Docker's
+# shim): they inherit the launch's environment, so they carry the run's variable too. They end with the container,
+# and record its end and remove it (--rm) as they go.
+ENGINE = ("podman", "conmon", "docker", "containerd-shim")
+
+
 def _signal(processes, signum):
     for process in processes:
         try:
@@ -69,18 +75,25 @@ def _wait_gone(name, value, seconds, proc, clock, sleep):
     return left
 
 
-def end_run(name, value, grace=5.0, proc="/proc", clock=time.monotonic, sleep=time.sleep):
+def end_run(name, value, grace=5.0, engine_grace=5.0, proc="/proc", clock=time.monotonic, sleep=time.sleep):
     """SIGTERM every process of the run, SIGKILL what is left after grace seconds, and say what happened.
 
-    SIGTERM first: a container engine's client passes it on to the container, which then ends and is removed;
-    SIGKILL alone would leave the container behind. Returns {found, killed, left}: what was still running,
-    what needed SIGKILL, and what survived it a second later (a process stuck in the kernel, on a lost GPU say).
+    SIGTERM first: a container engine's client passes it on to the container, which then ends and is removed. After
+    the grace the run's own processes are killed first and the engine's get engine_grace seconds to see their
+    container end: killed with it, podman's monitor leaves a container listed as running that nothing backs and that
+    not even `podman rm -f` removes (podman 5.4: "conmon exited prematurely"). Returns {found, killed, left}: what
+    was still running, what needed SIGKILL, and what survived it a second later (a process stuck in the kernel, on a
+    lost GPU say).
     """
     found = find(name, value, proc)
     if not found:
         return {"found": [], "killed": [], "left": []}
     _signal(found, signal.SIGTERM)
-    killed = _wait_gone(name, value, grace, proc, clock, sleep)
+    after_grace = _wait_gone(name, value, grace, proc, clock, sleep)
+    killed = [p for p in after_grace if not p["comm"].startswith(ENGINE)]
     _signal(killed, signal.SIGKILL)
-    left = _wait_gone(name, value, 1.0, proc, clock, sleep) if killed else []
+    engine = _wait_gone(name, value, engine_grace, proc, clock, sleep) if after_grace else []
+    _signal(engine, signal.SIGKILL)
+    killed += [p for p in engine if p["pid"] not in {k["pid"] for k in killed}]
+    left = _wait_gone(name, value, 1.0, proc, clock, sleep) if engine else []
     return {"found": found, "killed": killed, "left": left}

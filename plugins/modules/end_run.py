@@ -18,6 +18,9 @@ description:
     on a GPU that fell off the bus say).
   - Only processes of that run are touched, so another job of the same user goes on. SIGTERM comes first because a
     container engine's client passes it on, and the container then ends and is removed.
+  - After O(grace) the run's own processes get SIGKILL first, and the container engine's (C(podman), C(conmon),
+    C(docker), C(containerd-shim)) 5 seconds more to see their container end; killed with it, podman 5's monitor
+    leaves a container listed as running that nothing backs and that C(podman rm -f) cannot remove.
 options:
   run_id:
     description: The run's marker value.

@@ -21,7 +21,8 @@ description:
     by then (torchrun starts workers, the processes with C(LOCAL_RANK), only when every node has joined; torch's own
     limit is minutes). RV(stopped) says which. Every process that carries O(run_id) in its
     environment (variable C(TRAINOPS_RUN_ID), also inside a container started with C(--env TRAINOPS_RUN_ID)) is then
-    ended, SIGTERM first and SIGKILL after 5 seconds; RV(cleanup) says what was found.
+    ended, SIGTERM first and SIGKILL after 5 seconds (the container engine's own processes 5 seconds later, so that
+    it records and removes its container); RV(cleanup) says what was found.
   - Never fails on a failed or timed-out launch; the controller judges all nodes together (C(judge_allreduce) and
     C(judge_training) in C(plugins/plugin_utils/torchrun_verdict.py)). Fails only on bad arguments.
 options:

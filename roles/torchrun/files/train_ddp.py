@@ -159,9 +159,12 @@ def main():
         time.sleep(args.step_seconds)
 
     emit("done", rank=rank, host=socket.gethostname(), step=step, params_sha256=params_sha256(module))
-    # As in trainops_allreduce.py: torch 2.6's Gloo hung in a teardown that another rank's collective still needed.
+    # As in trainops_allreduce.py: every rank past this barrier, the process ends without the process group's
+    # teardown, in which torch 2.6's Gloo hung. The checkpoints are written and closed by then.
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -105,10 +105,13 @@ def main():
          interface=os.environ.get("NCCL_SOCKET_IFNAME" if gpu else "GLOO_SOCKET_IFNAME"),
          nccl=nccl_version() if gpu else None,
          device=torch.cuda.get_device_name(device) if gpu else "cpu", **me)
-    # torch 2.6's Gloo: a rank that tore its process group down while another was still in the last collective hung
-    # in destroy_process_group (5 of 8 runs of 3 ranks); every rank leaves the collectives together first.
+    # Every rank leaves the collectives together, and then the process ends without tearing its process group down:
+    # torch 2.6's Gloo (Debian 13) hung in destroy_process_group on one rank of three, after this barrier, in 3 of 6
+    # runs on loaded nodes (in 5 of 8 without the barrier), and the others' torchrun then waited for it to its limit.
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -74,5 +74,43 @@ def test_a_stopped_process_is_reported_as_stopped_and_killed(run_id):
     assert ended["killed"] and process.wait(2) == -signal.SIGKILL
 
 
+# A container engine's monitor (its name as podman's), deaf to SIGTERM like a container's processes that ignore it:
+# it ends by itself, with 0, once the "container" process it started has ended.
+MONITOR = """import signal, subprocess, sys
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with open("/proc/self/comm", "w") as comm:
+    comm.write("conmon")
+container = subprocess.Popen([sys.executable, "-c", "import signal\\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\\nsignal.pause()"])
+if sys.argv[1] == "outlive":
+    signal.pause()
+sys.exit(container.wait() and 0)
+"""
+
+
+def start_monitor(run_id, how):
+    monitor = subprocess.Popen([sys.executable, "-c", MONITOR, how], env=dict(os.environ, TRAINOPS_RUN_ID=run_id))
+    deadline = time.monotonic() + 5
+    while len(processes.find("TRAINOPS_RUN_ID", run_id)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return monitor
+
+
+def test_the_container_is_killed_before_the_engine_which_then_ends_by_itself(run_id):
+    monitor = start_monitor(run_id, "end")
+    ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5)
+    assert sorted(p["comm"] for p in ended["found"]) == ["conmon", os.path.basename(sys.executable)[:15]]
+    assert [p["comm"] for p in ended["killed"]] == [os.path.basename(sys.executable)[:15]] and ended["left"] == []
+    assert monitor.wait(2) == 0
+
+
+def test_an_engine_process_that_outlives_its_container_is_killed_after_the_engine_grace(run_id):
+    monitor = start_monitor(run_id, "outlive")
+    start_time = time.monotonic()
+    ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5, engine_grace=1)
+    assert sorted(p["comm"] for p in ended["killed"]) == ["conmon", os.path.basename(sys.executable)[:15]]
+    assert monitor.wait(2) == -signal.SIGKILL and ended["left"] == []
+    assert 1.5 <= time.monotonic() - start_time < 4
+
+
 def test_nothing_to_end(run_id):
     assert processes.end_run("TRAINOPS_RUN_ID", run_id) == {"found": [], "killed": [], "left": []}
