@@ -38,6 +38,10 @@ def cluster_node_errors(node):
     return inventory.node_errors(dict(node))
 
 
+def nfs_kernel_errors(kernel):
+    return inventory.nfs_kernel_errors(dict(kernel))
+
+
 def storage_round_trip_errors(trip):
     return inventory.storage_round_trip_errors(dict(trip))
 
@@ -59,6 +63,7 @@ class FilterModule:
             "cluster_stale_keys": cluster_stale_keys,
             "cluster_inventory_errors": cluster_inventory_errors,
             "cluster_node_errors": cluster_node_errors,
+            "nfs_kernel_errors": nfs_kernel_errors,
             "reachability_matrix": reachability_matrix,
             "ssh_mesh_logins": ssh_mesh_logins,
             "storage_round_trip_errors": storage_round_trip_errors,

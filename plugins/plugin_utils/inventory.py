@@ -276,6 +276,12 @@ def _kernel_has(nfs, name):
             or ("/%s.ko" % name) in (nfs.get("builtin") or ""))
 
 
+def nfs_kernel_errors(kernel):
+    """What the kernel of a host that serves or mounts NFS lacks, for a host with no node record: a storage node
+    outside group cluster. kernel: {host, server, client, filesystems, modules, builtin}, as _nfs_errors reads it."""
+    return _nfs_errors(kernel["host"], kernel)
+
+
 def _nfs_errors(host, nfs):
     """nfs: {server (this node serves with the kernel backend), client (it mounts the export), filesystems (of
     /proc/filesystems), modules (file names of nfsd/nfs modules found), builtin (modules.builtin's text)}, or None."""

@@ -35,7 +35,7 @@ def test_every_node_reports_its_read_figure_and_the_check_is_timed(node):
     # Every node waited for the common start: the reads began together, not one after another.
     assert float(took.group(2)) < 0.5, took.group(0)
     for name in CLUSTER:
-        line = re.search(r"%s: %s reading %d MiB of /mnt/shared/.trainops-validate-read in [\d.]+ s" % (name, FIGURE, SIZE_MIB), out)
+        line = re.search(r"%s: %s reading %d MiB of /mnt/shared/.trainops-storage-check-read in [\d.]+ s" % (name, FIGURE, SIZE_MIB), out)
         assert line and float(line.group(1)) > 0, name
     # A fast enough share is no warning, and the test file is gone again: validation changes nothing.
     assert "WARNING node" not in out

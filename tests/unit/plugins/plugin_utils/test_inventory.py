@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils.inventory import (
-    by_node, node_errors, node_records, storage_round_trip_errors, validate)
+    by_node, nfs_kernel_errors, node_errors, node_records, storage_round_trip_errors, validate)
 
 SETTINGS = {
     "cluster_network": "10.72.0.0/24",
@@ -213,6 +213,14 @@ def test_a_kernel_without_nfs_is_named_before_anything_changes():
     assert node_errors(state(nfs=dict(bare, modules=["nfsd.ko.xz", "nfs.ko.zst"]))) == []
     assert node_errors(state(nfs=dict(bare, builtin="kernel/fs/nfsd/nfsd.ko\nkernel/fs/nfs/nfs.ko\n"))) == []
     assert node_errors(state(nfs=dict(bare, server=False, filesystems=["nfs4"]))) == []
+
+
+def test_a_storage_node_kernel_without_nfsd_is_named_by_its_own_name():
+    kernel = {"host": "storage1", "server": True, "client": False, "filesystems": ["ext4", "proc"], "modules": [], "builtin": ""}
+    errors = nfs_kernel_errors(kernel)
+    assert len(errors) == 1 and errors[0].startswith("storage1: nfs_server_backend kernel needs the kernel's NFS server")
+    assert nfs_kernel_errors(dict(kernel, modules=["nfsd.ko.xz"])) == []
+    assert nfs_kernel_errors(dict(kernel, filesystems=["nfsd"])) == []
 
 
 # Storage the cluster brings (nfs_enabled: false), as the stat module and mount_facts see it: a platform's volume at
