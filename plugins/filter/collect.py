@@ -17,9 +17,9 @@ def train_collect_destination(value):
     return collect.destination(value, os.getcwd(), shutil.which("rsync"))
 
 
-def train_collect_plan(job_dir, resume, found, checkpoint, dest):
+def train_collect_plan(job_dir, resume, found, checkpoint, dest, records):
     output = collect.final_output((found or {}).get("files", []), resume["dir"]) if found is not None else None
-    return collect.plan(str(job_dir), dict(resume), output, bool(checkpoint), found is not None, dict(dest))
+    return collect.plan(str(job_dir), dict(resume), output, bool(checkpoint), found is not None, dict(dest), dict(records))
 
 
 def train_collect_sent(hashed, dest):

@@ -12,10 +12,16 @@ def doctor_report(data):
     return doctor.run_all(dict(data))
 
 
+def stack_notes(found):
+    """One line per node whose ranks' stacks a stall's diagnosis cannot read: {node: stack_access's result}."""
+    return ["%s: %s. %s" % (f["node"], f["detail"], f["fix"]) for node, facts in dict(found).items()
+            for f in doctor.stacks(node, facts) if f["status"] != "ok"]
+
+
 def df_usage(text):
     return df.usage(text)
 
 
 class FilterModule:
     def filters(self):
-        return {"doctor_report": doctor_report, "df_usage": df_usage}
+        return {"doctor_report": doctor_report, "df_usage": df_usage, "stack_notes": stack_notes}

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils import checkpoints, jobs, llamafactory
@@ -17,18 +16,16 @@ def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, se
                           list(seen), str(jobs_dir), master_node)
 
 
-def _json_b64(text):
+def _json(text):
     try:
-        return json.loads(base64.b64decode(text)) if text else None
+        return json.loads(text) if text else None
     except ValueError:
-        return None  # not JSON (edited by hand, say): read as absent
+        return None  # not one JSON object (an older program's output, say): read as no report
 
 
-def train_status(nodes, units, exits_b64, logs, record_b64, addresses, progress_b64=None, watch_b64=None, now=0.0):
-    exits = {node: base64.b64decode(text).decode("utf-8", "replace") if text else None for node, text in dict(exits_b64).items()}
-    progress = {node: _json_b64(text) for node, text in dict(progress_b64 or {}).items()}
-    return jobs.status(list(nodes), dict(units), exits, {n: list(v or []) for n, v in dict(logs).items()}, _json_b64(record_b64),
-                       dict(addresses), progress, _json_b64(watch_b64), float(now))
+def train_status(nodes, reports, addresses, queue=None):
+    return jobs.status(list(nodes), {node: _json(text) for node, text in dict(reports).items()}, dict(addresses),
+                       dict(queue) if queue else None)
 
 
 def llamafactory_paths(config):

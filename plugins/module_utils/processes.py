@@ -24,76 +24,86 @@ def _read(path, mode="r"):
         return None
 
 
-def _state(proc, pid):
-    status = _read(os.path.join(proc, pid, "status")) or ""
-    for line in status.splitlines():
-        if line.startswith("State:"):
-            letter = line.split()[1]
-            return STATES.get(letter, letter)
-    return "gone"
+def _status(proc, pid):
+    """(state, parent pid) from /proc/<pid>/status."""
+    fields = dict(line.split(":", 1) for line in (_read(os.path.join(proc, pid, "status")) or "").splitlines() if ":" in line)
+    if "State" not in fields:
+        return "gone", None
+    letter = fields["State"].split()[0]
+    return STATES.get(letter, letter), int(fields.get("PPid", "0").strip() or 0)
 
 
 def find(name, value, proc="/proc", having=None):
-    """Processes whose environment holds name=value (and a variable named having, when given): [{pid, state, comm}],
-    zombies left out (they hold nothing)."""
+    """Processes whose environment holds name=value (and a variable named having, or having's NAME=VALUE, when given):
+    [{pid, state, comm, parent}], zombies left out (they hold nothing)."""
     marker = ("%s=%s" % (name, value)).encode()
-    prefix = ("%s=" % having).encode() if having else None
+    pair = having.encode() if having and "=" in having else None
+    prefix = ("%s=" % having).encode() if having and not pair else None
     found = []
     for pid in sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int):
         if int(pid) == os.getpid():
             continue
         environ = _read(os.path.join(proc, pid, "environ"), "rb")
         variables = environ.split(b"\0") if environ is not None else []
-        if marker not in variables or (prefix and not any(v.startswith(prefix) for v in variables)):
+        if marker not in variables or (pair and pair not in variables) or (prefix and not any(v.startswith(prefix) for v in variables)):
             continue
-        state = _state(proc, pid)
+        state, parent = _status(proc, pid)
         if state not in ("zombie", "gone"):
-            found.append({"pid": int(pid), "state": state, "comm": (_read(os.path.join(proc, pid, "comm")) or "?").strip()})
+            found.append({"pid": int(pid), "state": state, "comm": (_read(os.path.join(proc, pid, "comm")) or "?").strip(),
+                          "parent": parent})
     return found
 
 
-# The container engine's own processes (the client, podman's container monitor and the cleanup it runs, Docker's
-# shim): they inherit the launch's environment, so they carry the run's variable too. They end with the container,
-# and record its end and remove it (--rm) as they go.
-ENGINE = ("podman", "conmon", "docker", "containerd-shim")
+# The container engine's own processes (the client, podman's container monitor and the cleanup it runs, its
+# storage and network helpers, Docker's shim, the OCI runtime): they inherit the launch's environment, so they carry
+# the run's variable too. They end with the container, and record its end and remove it (--rm) as they go; signalled
+# with the job, the storage helper (fuse-overlayfs) took the container's files away from ranks still ending ("Transport
+# endpoint is not connected", then "Bus error").
+ENGINE = ("podman", "conmon", "docker", "containerd-shim", "fuse-overlayfs", "slirp4netns", "pasta", "rootlessport", "runc",
+          "crun")
 
 
-def _signal(processes, signum):
+def _signal(processes, *signums):
     for process in processes:
-        try:
-            os.kill(process["pid"], signum)
-        except OSError:  # ended meanwhile
-            pass
+        for signum in signums:
+            try:
+                os.kill(process["pid"], signum)
+            except OSError:  # ended meanwhile
+                pass
 
 
-def _wait_gone(name, value, seconds, proc, clock, sleep):
+def _wait_gone(name, value, seconds, proc, clock, sleep, having=None, among=None):
+    """What is left of the run after at most seconds (of among's pids, where given)."""
     deadline = clock() + seconds
-    left = find(name, value, proc)
-    while left and clock() < deadline:
+    while True:
+        left = [p for p in find(name, value, proc, having) if among is None or p["pid"] in among]
+        if not left or clock() >= deadline:
+            return left
         sleep(0.2)
-        left = find(name, value, proc)
-    return left
 
 
-def end_run(name, value, grace=5.0, engine_grace=5.0, proc="/proc", clock=time.monotonic, sleep=time.sleep):
-    """SIGTERM every process of the run, SIGKILL what is left after grace seconds, and say what happened.
+def end_run(name, value, grace=5.0, engine_grace=5.0, proc="/proc", clock=time.monotonic, sleep=time.sleep, having=None,
+            spare=None):
+    """End every process of the run, its own before the container engine's, and say what happened.
 
-    SIGTERM first: a container engine's client passes it on to the container, which then ends and is removed. After
-    the grace the run's own processes are killed first and the engine's get engine_grace seconds to see their
-    container end: killed with it, podman's monitor leaves a container listed as running that nothing backs and that
-    not even `podman rm -f` removes (podman 5.4: "conmon exited prematurely"). Returns {found, killed, left}: what
-    was still running, what needed SIGKILL, and what survived it a second later (a process stuck in the kernel, on a
-    lost GPU say).
+    The run's own processes (the launcher and its ranks, inside the image too) get SIGTERM (and SIGCONT: a stopped
+    process would hold it) and grace seconds to end: a trainer saves, torchrun ends its workers and reports. The
+    engine is left alone meanwhile; once its container's processes have ended it ends by itself. What of the run's own
+    is left after the grace gets SIGKILL, and the engine's engine_grace seconds more to see its container end: killed
+    with it, podman's monitor leaves a container listed as running that nothing backs and that not even `podman rm -f`
+    removes (podman 5.4: "conmon exited prematurely"). having: as find's. spare: a pid whose children get no SIGTERM
+    (a runner's own shell around the command: it ends with the command and passes on its exit status). Returns {found, killed, left}: what was
+    running, what needed SIGKILL, and what survived it a second later (a process stuck in the kernel, on a lost GPU).
     """
-    found = find(name, value, proc)
+    found = find(name, value, proc, having)
     if not found:
         return {"found": [], "killed": [], "left": []}
-    _signal(found, signal.SIGTERM)
-    after_grace = _wait_gone(name, value, grace, proc, clock, sleep)
-    killed = [p for p in after_grace if not p["comm"].startswith(ENGINE)]
+    own = [p for p in found if not p["comm"].startswith(ENGINE) and (spare is None or p["parent"] != spare)]
+    _signal(own, signal.SIGTERM, signal.SIGCONT)
+    killed = _wait_gone(name, value, grace, proc, clock, sleep, having, {p["pid"] for p in own}) if own else []
     _signal(killed, signal.SIGKILL)
-    engine = _wait_gone(name, value, engine_grace, proc, clock, sleep) if after_grace else []
+    engine = _wait_gone(name, value, engine_grace, proc, clock, sleep, having)
     _signal(engine, signal.SIGKILL)
     killed += [p for p in engine if p["pid"] not in {k["pid"] for k in killed}]
-    left = _wait_gone(name, value, 1.0, proc, clock, sleep) if engine else []
+    left = _wait_gone(name, value, 1.0, proc, clock, sleep, having) if engine else []
     return {"found": found, "killed": killed, "left": left}

@@ -20,36 +20,29 @@ across all nodes.
 from __future__ import annotations
 
 import base64
-
 import json
 import re
 
+from ansible_collections.trainops.cluster.plugins.module_utils._labels import LOGGING_RE, PDSH_RE, PROCESS_RE, RANK_RE
+
 _RECORD_MARK = "TRAINOPS {"
 _DECODER = json.JSONDecoder()
-# "[rank3]:" is torch's own (2.2 on): its excepthook labels each line of a rank's traceback (pytorch PR #118190,
-# distributed_c10d.py _distributed_excepthook), and TORCH_LOGS lines carry it too (torch/_logging/_internal.py).
-_PREFIX_RE = re.compile(r'^(?:\[[^\]]*\]:|\[[^\]]*\]<\w+>:|\s*\d+: )')
-# Launchers that relay a node's output label each line outside the prefixes above; "host" is the node, where named.
-# - Ray's driver prints its workers' lines behind "(RayTrainWorker pid=8, ip=10.96.0.12) ", "ip=" only for another
-#   node, in colour ("\x1b[36m(...)\x1b[0m "): ray python/ray/_private/worker.py print_worker_logs. vLLM's worker
-#   processes label their own output "(VllmWorker rank=1 pid=12231) ", "(VllmWorkerProcess pid=9) ",
-#   "(EngineCore_0 pid=5) ", in colour unless NO_COLOR: vllm/utils decorate_logs and _add_prefix (v0:
-#   vllm/executor/multiproc_worker_utils.py).
-_PROCESS_LABEL_RE = re.compile(r'^(?:\x1b\[[\d;]*m)*\([^()]*\bpid=\d+(?:, ip=(?P<host>[^)\s]+))?\)(?:\x1b\[[\d;]*m)* ')
-# - pdsh, DeepSpeed's multi-node launcher (deepspeed --hostfile: deepspeed/launcher/multinode_runner.py PDSHRunner),
-#   writes every line of a node's output as "node2: " + line (pdsh src/pdsh/dsh.c: out("%S: %s", host, buf)). srun
-#   --label's "0: " is no host: _PREFIX_RE takes it.
-# Others leave torchrun's lines as they are: accelerate launch runs torch.distributed.run in the same process
+# Every line may carry labels (_labels.py: torchrun's, torch's, srun's, mpirun's, launchers' and loggers' own). Others
+# leave torchrun's lines as they are: accelerate launch runs torch.distributed.run in the same process
 # (accelerate/commands/launch.py multi_gpu_launcher: distrib_run.run(args)); llamafactory-cli starts torchrun with
 # subprocess.run and its own stdout and stderr (llamafactory/cli.py); sglang labels log records ("[... TP0] "), not
-# each line of a traceback.
-_PDSH_LABEL_RE = re.compile(r'^(?!\d+: )(?P<host>[\w.-]+): ')
+# each line of a traceback. accelerate's own test runner labels each line with its stream ("stderr: "): no node.
+_STREAMS = ("stdout", "stderr")
 # The master's store gave up on the agents that never came: torch 1.13 (RuntimeError) and 2.x (DistStoreError).
 _CLIENTS_RE = re.compile(r'Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined')
 _ERROR_RE = re.compile(r'^(?:[\w.]+\.)?(?:\w*Error|\w*Exception|SystemExit)\b:? ?.*$')
 _FAILURE_START_RE = re.compile(r'^\[(\d+)\]:\s*$')
 _FAILURE_FIELD_RE = re.compile(r'^\s*(time|host|rank|exitcode|traceback)\s*:\s*(.*?)\s*$')
 _SIGNAL_RE = re.compile(r'Signal (\d+) \((SIG\w+)\)')
+# A launcher's own line for a worker that ended, where no summary follows (or it was cut off): torchrun's elastic agent
+# ("failed (exitcode: -7) local_rank: 0 (pid: 1316) of binary: ..."), DeepSpeed's launcher ("... exits with return code = 1").
+_AGENT_FAILED_RE = re.compile(r'failed \(exitcode: (-?\d+)\) local_rank: (\d+)')
+_LAUNCHER_EXIT_RE = re.compile(r'exits with return code = (-?\d+)')
 _MAX_ERRORS = 5
 
 
@@ -67,17 +60,26 @@ def _records(line):
     return found
 
 
+def _unlog(line):
+    """The line without the logging labels in front of it (a logger that relays torchrun's output)."""
+    found = LOGGING_RE.match(line)
+    while found and found.end():
+        line = line[found.end():]
+        found = LOGGING_RE.match(line)
+    return line
+
+
 def _strip(line):
-    return _PREFIX_RE.sub("", line, count=1)
+    return _unlog(RANK_RE.sub("", line, count=1))
 
 
 def _labels(lines):
     """The launcher labels these lines may carry: pdsh's "host: " only where most lines carry one, as pdsh's output
     does, since an ordinary "Warning: ..." or "loss: 0.3" reads the same."""
     filled = [line for line in lines if line.strip()]
-    if 2 * sum(1 for line in filled if _PDSH_LABEL_RE.match(line)) > len(filled):
-        return (_PROCESS_LABEL_RE, _PDSH_LABEL_RE)
-    return (_PROCESS_LABEL_RE,)
+    if 2 * sum(1 for line in filled if PDSH_RE.match(line)) > len(filled):
+        return (PROCESS_RE, PDSH_RE)
+    return (PROCESS_RE,)
 
 
 def _unlabel(line, labels):
@@ -88,7 +90,8 @@ def _unlabel(line, labels):
     for label in labels:
         match = label.match(line)
         if match:
-            return match.group("host"), line[match.end():]
+            host = match.group("host")
+            return (None if host in _STREAMS else host), line[match.end():]
     return None, line
 
 
@@ -106,11 +109,12 @@ def parse_output(text):
     errors: the first distinct exception lines. clients: (joined, expected) when the master timed out waiting.
     """
     parsed = {"records": [], "failures": [], "errors": [], "clients": None}
-    failure = None
+    failure, ended = None, []
     lines = (text or "").splitlines()
     labels = _labels(lines)
     for labelled in lines:
         host, raw = _unlabel(labelled, labels)
+        raw = _unlog(raw)
         if _RECORD_MARK in raw:
             parsed["records"] += _records(raw)
             continue
@@ -126,11 +130,18 @@ def parse_output(text):
             continue
         if line.startswith("=" * 20):
             failure = None
+        agent = _AGENT_FAILED_RE.search(line)
+        launcher = None if agent else _LAUNCHER_EXIT_RE.search(line)
+        if agent or launcher:
+            ended.append({"rank": None, "local_rank": int(agent.group(2)) if agent else None, "host": host,
+                          "exitcode": int((agent or launcher).group(1)), "signal": None, "time": None})
         clients = _CLIENTS_RE.search(line)
         if clients:
             parsed["clients"] = (int(clients.group(2)), int(clients.group(3)))
         if _ERROR_RE.match(line) and line not in parsed["errors"] and len(parsed["errors"]) < _MAX_ERRORS:
             parsed["errors"].append(line)
+    # A summary cut off after its heading names nobody; without a summary, the launcher's own lines name who ended.
+    parsed["failures"] = [f for f in parsed["failures"] if f["rank"] is not None or f["exitcode"] is not None] or ended
     return parsed
 
 

@@ -13,14 +13,13 @@ author:
   - trainops.cluster maintainers (@trainops)
 description:
   - Finds the processes whose environment holds O(variable)=O(run_id) (the verify and torchrun roles export it to
-    every rank, inside containers too), sends them SIGTERM, then SIGKILL to what is left after O(grace) seconds, and
-    says what it found, what needed SIGKILL and what survived that a second later (a process stuck in the kernel,
-    on a GPU that fell off the bus say).
-  - Only processes of that run are touched, so another job of the same user goes on. SIGTERM comes first because a
-    container engine's client passes it on, and the container then ends and is removed.
-  - After O(grace) the run's own processes get SIGKILL first, and the container engine's (C(podman), C(conmon),
-    C(docker), C(containerd-shim)) 5 seconds more to see their container end; killed with it, podman 5's monitor
-    leaves a container listed as running that nothing backs and that C(podman rm -f) cannot remove.
+    every rank, inside containers too), sends the run's own processes SIGTERM (and SIGCONT), then SIGKILL to what is
+    left of them after O(grace) seconds, and says what it found, what needed SIGKILL and what survived that a second
+    later (a process stuck in the kernel, on a GPU that fell off the bus say).
+  - Only processes of that run are touched, so another job of the same user goes on. The container engine's processes
+    (C(podman), C(conmon), C(docker), C(containerd-shim), C(fuse-overlayfs), the OCI runtime) are left alone while the
+    run's own end, since the container's files and network must stay until its last process has ended; they end
+    with their container. What of the engine is left 5 seconds after that gets SIGKILL.
 options:
   run_id:
     description: The run's marker value.
@@ -66,6 +65,7 @@ found:
     pid: {description: Process id., type: int, sample: 4242}
     state: {description: "From /proc/<pid>/status: running, sleeping, uninterruptible, stopped, traced.", type: str, sample: stopped}
     comm: {description: The process name., type: str, sample: all_reduce_perf}
+    parent: {description: Its parent's pid., type: int, sample: 4200}
 killed:
   description: Those of RV(found) still there O(grace) seconds after SIGTERM, which then got SIGKILL (same keys).
   returned: always

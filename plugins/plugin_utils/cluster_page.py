@@ -201,6 +201,7 @@ def _job(name, report, made):
     origin = _job_origin(points, events)
     return {"name": name, "verdict": report.get("verdict"), "status": _job_status(report.get("verdict") or ""),
             "first_failed": report.get("first_failed"), "made": made, "stall_seconds": report.get("stall_seconds"),
+            "note": report.get("note"),
             "rows": _job_rows(report, {c["node"] for c in (diagnosis or {}).get("culprits", []) if c.get("node")}),
             "diagnosis": diagnosis,
             "events": [{"seconds": round(event["at"] - origin, 1) if event.get("at") else None, "event": event.get("event"),
@@ -213,7 +214,7 @@ def jobs(reports, made):
     roles/train from plugin_utils/jobs.status at every start, status and stop).
 
     reports: {job: that report}; made: {job: when it was written (text)}. Returns, in the order of reports,
-    [{name, verdict, status (_job_status), first_failed, made, stall_seconds,
+    [{name, verdict, status (_job_status), first_failed, made, stall_seconds, note (the supervisor's, e.g. progress unknown),
       rows: [{node, state, step, logged, steps_per_minute, last_line, first_failed, culprit (named by the diagnosis)}],
       diagnosis: {text, culprits: [{rank, node, why}], odd: [who each culprit is]} or None,
       events: [{seconds (since the job's first point, else its first event), event, detail}],

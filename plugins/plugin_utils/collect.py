@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What train_action=collect copies off the cluster, and whether what arrived is what left.
 
-A job's results are its records (job.json, every node's log, exit record and other JSON at the top of its directory)
+A job's results are its records (job.json, every node's log, exit record and other JSON at the top of its directory,
+as the first node's report names them)
 and one checkpoint: the newest complete one (checkpoints.assess decides), or LLaMA-Factory's final model at the top of
 its output_dir when the training finished. Each part is one rsync from one node; each file's sha256 is taken on the
 node and again at the destination, and the two must agree.
@@ -16,8 +17,6 @@ import shlex
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils.checkpoints import HF_CHECKPOINT_RE, WEIGHT_SHARD_RE, WEIGHT_FILES
 
-# The job's records at the top of its directory (<node>.log, <node>.exit, job.json, <node>.progress.json, ...).
-RECORDS = ("*.json", "*.log", "*.exit")
 # rsync's own words for where data came from: sent as literal data, or matched in a file already at the destination.
 _STATS_RE = re.compile(r"^(Total file size|Total transferred file size|Literal data|Matched data): ([\d,.]+)")
 # A line of sha256sum: an escaped name's backslash, the digest, a space and a space or "*" (binary mode), the name.
@@ -110,18 +109,20 @@ def _placed(dest, part):
     return dict(part, to=_join(dest["path"], part["dest"]), into=_join(dest["path"], part["into"]))
 
 
-def plan(job_dir, resume, output, checkpoint, config, dest):
+def plan(job_dir, resume, output, checkpoint, config, dest, records):
     """The parts to copy, and what is left out: {parts, result, notes, problem, left, prepare}.
 
     resume: the train_checkpoints filter's assessment (dir, latest, incomplete); output: final_output's result, or None;
-    checkpoint: false to collect the records alone; config: whether a LLaMA-Factory config was given; dest: destination's.
+    checkpoint: false to collect the records alone; config: whether a LLaMA-Factory config was given; dest: destination's;
+    records: {name: kind} of the job's records at the top of job_dir (the first node's report says them).
     Each part is {what, src (a directory on the nodes), dest (relative to the destination), to (that, at the
     destination), filters (rsync's), source and into (rsync's source and target), patterns and recurse (find's, for
     the files of src that rsync copies)}. result is the part of the checkpoint or final model, or None; problem says
     why there is nothing to collect, or is None; left, what a release would lose that this run does not copy; prepare,
     at a remote destination, the shell command that makes it ready.
     """
-    records = _part("records", job_dir, "", ["--include=%s" % p for p in RECORDS] + ["--exclude=*"], list(RECORDS), False)
+    records = dict(_part("records", job_dir, "", ["--include=/%s" % name for name in records] + ["--exclude=*"], sorted(records), False),
+                   kinds=dict(records))
     found = _result_part(resume, output)
     # Beside a finished run's model, a checkpoint that its last save left incomplete is no loss.
     notes = [] if found and found["what"] == "final model" else [
@@ -132,7 +133,7 @@ def plan(job_dir, resume, output, checkpoint, config, dest):
     result = _placed(dest, found) if found and checkpoint else None
     problem = left = None
     if checkpoint and not found:
-        problem = "no complete checkpoint in %s%s%s; to collect its logs and job.json alone: -e train_collect_checkpoint=false" % (
+        problem = "no complete checkpoint in %s%s%s; to collect its records alone: -e train_collect_checkpoint=false" % (
             resume["dir"], "".join("; " + note for note in notes),
             "" if config else " (a LLaMA-Factory job keeps them in its output_dir: give its -e train_config)")
     if found and not checkpoint:
@@ -229,14 +230,14 @@ def _count(number, thing):
     return "%d %s%s" % (number, thing, "" if number == 1 else "s")
 
 
-def _records_line(paths, where):
+def _records_line(paths, where, kinds):
+    """What of the job's records arrived, by kind ({name: job record, log, exit record, record})."""
     names = [p for p in paths if "/" not in p]
-    logs = [n for n in names if n.endswith(".log")]
-    exits = [n for n in names if n.endswith(".exit")]
-    other = sorted(n for n in names if n.endswith(".json") and n != "job.json")
-    parts = (["job.json"] if "job.json" in names else []) + [_count(len(logs), "log"), _count(len(exits), "exit record")]
+    of = {kind: [n for n in names if kinds.get(n) == kind] for kind in ("job record", "log", "exit record")}
+    other = sorted(n for n in names if n not in of["job record"] + of["log"] + of["exit record"])
+    parts = of["job record"] + [_count(len(of["log"]), "log"), _count(len(of["exit record"]), "exit record")]
     if other:
-        parts.append("%s (%s)" % (_count(len(other), "more JSON record"), ", ".join(other)))
+        parts.append("%s (%s)" % (_count(len(other), "more record"), ", ".join(other)))
     return "records: %s -> %s/" % (", ".join(parts), where)
 
 
@@ -268,7 +269,7 @@ def summary(job, dest, collected, verification, stats, running, kept, addresses)
     if result:
         inside = [size for path, size in files.items() if path.startswith(result["at"])]
         lines.append("%s: %s (%s) -> %s/%s" % (result["what"], _count(len(inside), "file"), human(sum(inside)), where, result["at"]))
-    lines.append(_records_line(files, where))
+    lines.append(_records_line(files, where, collected["parts"][0]["kinds"]))
     if stats["matched"]:
         lines.append("reused %s already at the destination (an earlier or interrupted copy), sent %s"
                      % (human(stats["matched"]), human(stats["literal"])))

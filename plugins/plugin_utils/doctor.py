@@ -17,7 +17,9 @@ from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm as s
 # Xid errors that an application causes (bad memory access, a kernel of its own killed): worth a look, not a drain.
 APPLICATION_XIDS = (13, 31, 43, 45)
 CHECKS = ("reachable", "versions", "names", "ssh", "interface", "ranks", "ports", "limits", "storage", "plan", "gpus",
-          "slurm")
+          "slurm", "stacks")
+# What lets root read the ranks' stacks where the kernel gives no reason of its own (py-spy failed all the same).
+STACKS_FIX = "Grant root CAP_SYS_PTRACE (a container: --cap-add SYS_PTRACE) and keep kernel.yama.ptrace_scope at 2 or less."
 
 
 # The advice with a slow read of the shared storage (the warning itself says it too, for validation's output).
@@ -320,6 +322,19 @@ def slurm(records, checked, shown, gpus, munge, controller):
                   for r in seen if r["host"] not in named]
 
 
+def stacks(node, facts):
+    """Whether a stall's diagnosis reads the ranks' Python stacks on node (module stack_access's result): a warning
+    where it cannot, with what to grant; the diagnosis then shows what the kernel tells of each rank instead."""
+    if not facts:
+        return []
+    why = facts.get("error") or ("ptrace is denied" if facts.get("grant") else None)
+    if not why:
+        return [finding("stacks", node, "ok", "py-spy reads a rank's stack as root" if facts.get("tried")
+                        else "ptrace allowed (train.yml's start installs py-spy)")]
+    return [finding("stacks", node, "warn", "a stall's diagnosis cannot read the ranks' Python stacks (%s): it shows what the "
+                                            "kernel tells of each rank instead" % why, facts.get("grant") or STACKS_FIX)]
+
+
 def summarize(findings):
     """{ok, failed_checks, rows: [[check, node, status, detail, fix]]} in check order."""
     order = {c: i for i, c in enumerate(CHECKS)}
@@ -382,4 +397,6 @@ def run_all(data):
         shown = data["slurm"]["show"]
         findings += slurm(nodes, checked, slurm_state.parse_show_node(shown) if shown is not None else None,
                           dict((h, gpus_by_node[h]) for h in checked), data["slurm"]["munge"], data["slurm"]["controller"])
+    for host in checked:
+        findings += stacks(host, (data.get("stacks") or {}).get(host))
     return summarize(findings)

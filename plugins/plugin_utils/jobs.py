@@ -1,21 +1,18 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Training jobs of playbooks/train.yml: the pre-flight's findings, and a job's status from every node's records."""
+"""Training jobs of playbooks/train.yml: the pre-flight's findings, and a job's status across nodes from every node's
+report (the node program, roles/train/files/trainops_job, says how its part stands; this judges the job)."""
 
 from __future__ import annotations
 
-import json
 import re
 
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import parse_output, read_env_b64
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
-# The exit record's stopped_by of a part that train_action=stop ended (trainops-job's USER_STOP): not a node's name.
-USER_STOP = "train_action=stop"
-# ... and of a part that the supervisor ended after a stall (trainops-watch's STALL_STOP).
-STALL_STOP = "train_on_stall=stop"
-# A step counter as training scripts print it: train_ddp.py's records, "step 12", "global_step=12", tqdm's "12/100 [".
+# A node that gave no report of this start: its program not installed, or its part of an earlier start.
+NO_PART = "no part of this start"
 # Gloo's word for a peer that went away: names the peer's address.
 _PEER_GONE_RE = re.compile(r'(?:closed by peer|Connection reset by peer) \[([0-9a-fA-F.:]+)\]')
 
@@ -54,8 +51,8 @@ def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jo
 
 
 def progress_of(progress, now):
-    """What a node's progress record (NODE.progress.json, kept by trainops-watch) says: {step, logged_seconds_ago,
-    steps_per_minute (over the last minute of steps seen, else the last two)}; Nones where it has none."""
+    """What a node's progress record says: {step, logged_seconds_ago, steps_per_minute (over the last minute of steps
+    seen, else the last two)}; Nones where it has none. now: the node's clock, as its report gives it."""
     points = (progress or {}).get("points") or []
     if not points:
         return {"step": None, "logged_seconds_ago": None, "steps_per_minute": None}
@@ -66,15 +63,7 @@ def progress_of(progress, now):
     return {"step": progress.get("step"), "logged_seconds_ago": round(max(0.0, now - progress["step_at"]), 1), "steps_per_minute": rate}
 
 
-def _exit_record(text):
-    try:
-        record = json.loads(text) if text else None
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
-
-
-def first_failed(failed, logs, addresses, ended):
+def first_failed(failed: list, logs: dict, addresses: dict, ended: dict) -> str | None:
     """Of the nodes whose part failed on its own, the one that failed first.
 
     A node whose log says a rank died of a signal comes first; then a node that the others' logs name as the peer
@@ -94,68 +83,63 @@ def first_failed(failed, logs, addresses, ended):
     return None
 
 
-def status(nodes, units, exits, logs, record, addresses, progress=None, watch=None, now=0.0):
-    """One row per node and the job's verdict.
-
-    units: {node: the unit's properties (systemd_service's status, trainops-job state where there is no systemd, or
-    the Slurm batch job's state, with SlurmJobId, for every node)};
-    exits: {node: NODE.exit text or None}; logs: {node: [last lines]}; record: the job record (job.json) or None;
-    addresses: {node: cluster_ip}; progress: {node: NODE.progress.json or None}; watch: the supervisor's view
-    (watch.json) or None; now: seconds since the epoch. Returns {rows: [[node, state, step, logged, steps/min, last
-    line]], nodes: {node: {state, rc, stopped_by, ended, step, logged_seconds_ago, steps_per_minute, points}}, verdict,
-    first_failed, stall_seconds, events (this start's, from the supervisor), diagnosis (the last stall's verdict)}.
-    """
-    run_id = (record or {}).get("run_id")
-    progress = {n: p for n, p in (progress or {}).items() if p and p.get("run_id") == run_id}
-    watch = watch if watch and watch.get("run_id") == run_id else {}
-    events = [e for e in (record or {}).get("events") or [] if e.get("run_id") == run_id]
-    per_node, rows = {}, []
-    for node in nodes:
-        unit = units.get(node) or {}
-        exit_ = _exit_record(exits.get(node))
-        if exit_ is not None and record is not None and exit_.get("run_id") != record.get("run_id"):
-            exit_ = None  # a record of an earlier start
-        lines = logs.get(node) or []
-        # A Slurm job stands for every node's part: a part that has ended says so in its exit record. A job still
-        # in the queue runs nowhere, whatever it waits for.
-        if unit.get("SlurmState") == "PENDING":
-            state = "queued: %s" % (unit.get("SlurmReason") or "waiting")
-        elif unit.get("ActiveState") in ("active", "activating", "deactivating") and not (unit.get("SlurmJobId") and exit_):
-            state = "running"
-        elif exit_ is not None:
-            by = exit_.get("stopped_by")
-            state = "stopped" if by == USER_STOP else "stopped: stalled" if by == STALL_STOP else ("stopped: %s failed" % by) if by else (
-                "exited 0" if exit_["rc"] == 0 else "failed: exited %s" % exit_["rc"])
-        elif unit.get("Result", "success") != "success":
-            state = "failed: %s" % unit["Result"]
-        elif unit.get("ExecMainStartTimestamp"):
-            state = "stopped"
-        else:
-            state = "not started"
-        seen = progress_of(progress.get(node), now)
-        per_node[node] = dict(seen, state=state, rc=exit_["rc"] if exit_ else None, stopped_by=(exit_ or {}).get("stopped_by"),
-                              ended=(exit_ or {}).get("ended"), points=(progress.get(node) or {}).get("points") or [])
-        rows.append([node, state] + ["-" if seen[key] is None else str(seen[key]) + unit for key, unit in
-                                     (("step", ""), ("logged_seconds_ago", " s ago"), ("steps_per_minute", ""))] + [lines[-1] if lines else "-"])
-    failed = [n for n, s in per_node.items() if s["state"].startswith("failed")]
-    first = first_failed(failed, logs, addresses, {n: s["ended"] for n, s in per_node.items()})
-    states = {s["state"] for s in per_node.values()}
+def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events: list) -> str:
+    states = {node: seen["state"] for node, seen in per_node.items()}
+    running = [n for n, seen in per_node.items() if seen["running"]]
+    queued = next((s for s in states.values() if s.startswith("queued")), None)
     if record is None:
-        verdict = "no such job"
-    elif first:
-        verdict = "failed: %s failed first" % first
-    elif any(s.startswith("queued") for s in states):
-        verdict = "queued in Slurm (%s)" % next(s for s in states if s.startswith("queued"))[len("queued: "):]
-    elif "running" in states and watch.get("state") == "stalled":
-        verdict = "stalled: no node logged a new step for %s s" % watch.get("stall_seconds")
-    elif "running" in states:
-        verdict = "running" if states == {"running"} else "partly running: %s" % ", ".join(n for n, s in per_node.items() if s["state"] != "running")
-    elif states == {"exited 0"}:
-        verdict = "succeeded"
-    elif "stopped: stalled" in states:
-        verdict = "stopped after a stall (train_on_stall)"
-    else:
-        verdict = "stopped"
+        return "no such job"
+    if first:
+        return "failed: %s failed first" % first
+    if queued:
+        return "queued in Slurm (%s)" % queued[len("queued: "):]
+    if running and supervisor.get("state") == "stalled":
+        return "stalled: no node logged a new step for %s s" % supervisor.get("stall_seconds")
+    if running:
+        return "running" if len(running) == len(states) else "partly running: %s" % ", ".join(n for n in states if n not in running)
+    if all(seen["rc"] == 0 and not seen["stopped_by"] for seen in per_node.values()):
+        return "succeeded"
+    if any(e.get("event") == "stop" for e in events):
+        return "stopped after a stall (train_on_stall)"
+    return "stopped"
+
+
+def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = None) -> dict:
+    """One row per node and the job's verdict, from every node's report (trainops-job report: the node says how its
+    part stands; the first node's also carries the job record and the supervisor's view).
+
+    reports: {node: its report, or None where it gave none}; addresses: {node: cluster_ip}; queue: the Slurm batch job's
+    state ({SlurmState, SlurmReason}) where Slurm runs the job, else None. Returns {rows: [[node, state, step, logged,
+    steps/min, last line]], nodes: {node: {state, running, active (running or queued), failed, rc, stopped_by, ended,
+    log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed, stall_seconds, note (the supervisor's, e.g. progress unknown),
+    events (this start's), diagnosis (the last stall's verdict), records ({name: kind} of the job's records, its
+    folder's files that collect copies), dir (the job's folder)}.
+    """
+    head = reports.get(nodes[0]) or {}
+    record = head.get("job")
+    run_id = (record or {}).get("run_id")
+    supervisor = head.get("supervisor") or {}
+    events = [e for e in (record or {}).get("events") or [] if e.get("run_id") == run_id]
+    per_node, rows, logs = {}, [], {}
+    for node in nodes:
+        report = reports.get(node) or {}
+        if report.get("run_id") != run_id:
+            report = {}  # no part of this start on that node (yet): an earlier start's, or none
+        state = report.get("state") or NO_PART
+        if (queue or {}).get("SlurmState") == "PENDING" and not report.get("ended"):
+            state = "queued: %s" % (queue.get("SlurmReason") or "waiting")
+        logs[node] = report.get("log") or []
+        seen = progress_of(report.get("progress"), report.get("now") or 0.0)
+        per_node[node] = dict(seen, state=state, running=bool(report.get("running")), active=bool(report.get("running")) or
+                              state.startswith("queued"), failed=bool(report.get("failed")),
+                              rc=report.get("rc"), stopped_by=report.get("stopped_by"), ended=report.get("ended"), log=report.get("log_path"),
+                              points=(report.get("progress") or {}).get("points") or [])
+        rows.append([node, state] + ["-" if seen[key] is None else str(seen[key]) + unit for key, unit in
+                                     (("step", ""), ("logged_seconds_ago", " s ago"), ("steps_per_minute", ""))]
+                    + [logs[node][-1] if logs[node] else "-"])
+    first = first_failed([n for n, seen in per_node.items() if seen["failed"]], logs, addresses,
+                         {n: seen["ended"] for n, seen in per_node.items()})
     diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == "diagnosis"), None)
-    return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first, "stall_seconds": watch.get("stall_seconds"),
-            "events": events, "diagnosis": diagnosis}
+    return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, per_node, first, supervisor, events), "first_failed": first,
+            "stall_seconds": supervisor.get("stall_seconds"), "note": supervisor.get("note"), "events": events, "diagnosis": diagnosis,
+            "records": head.get("records") or {}, "dir": head.get("dir")}

@@ -59,7 +59,7 @@ def wait_for(check, seconds, what):
 def test_bad_input_is_refused_before_anything_changes(node, args, message):
     run = train(*args)
     assert run.returncode != 0 and message in run.stdout, run.stdout[-2000:]
-    assert not node("node1").file("/etc/trainops/jobs/x.env").exists
+    assert not node("node1").file("/etc/trainops/jobs/x.json").exists
 
 
 def test_start_runs_the_job_on_every_node_with_logs_on_shared_storage(node):
@@ -140,19 +140,33 @@ def test_a_node_cut_off_the_training_network_is_named(node):
     wait_for(lambda: steps("node1")[-1] > before + 2, 120, "steps again after the link came back")
 
 
+def exit_records(job=JOB):
+    """This start's exit records: {node: record}."""
+    run_id = json.loads((SHARED / "jobs" / job / "job.json").read_text())["run_id"]
+    found = {}
+    for name in CLUSTER:
+        path = SHARED / "jobs" / job / ("%s.exit" % name)
+        record = json.loads(path.read_text()) if path.exists() else {}
+        if record.get("run_id") == run_id:
+            found[name] = record
+    return found
+
+
 def test_a_failed_node_stops_the_others_and_is_named(node, assert_nothing_left):
     pid = node("node2").check_output("pgrep -f '%s'" % RANK).split()[0]
     node("node2").check_output("kill -9 %s", pid)
     killed = time.monotonic()
-    wait_for(lambda: all(node(n).run("systemctl is-active trainops-job@%s" % JOB).stdout.strip() != "active" for n in CLUSTER),
-             45, "every node's part ended")
+    wait_for(lambda: len(exit_records()) == len(CLUSTER), 45, "every node's exit record")
     # About 11 s normally: the wait above is the never-hang bound.
     timed("a failed node stops the whole job", time.monotonic() - killed)
+    # At once, while the runners may still be telling their peers: a part that has recorded its end has ended.
     failed, report = status()
     assert failed.returncode != 0 and report["first_failed"] == "node2", report
     assert "node2 failed first" in failed.stdout
     # The others lost their peer: each failed on its own (Gloo: connection closed) or was stopped; none runs on.
-    assert all(report["nodes"][n]["state"] != "running" for n in CLUSTER)
+    assert all(report["nodes"][n]["state"] != "running" for n in CLUSTER), report["nodes"]
+    wait_for(lambda: all(node(n).run("systemctl is-active trainops-job@%s" % JOB).stdout.strip() != "active" for n in CLUSTER),
+             45, "every node's runner ended")
     assert_nothing_left()
 
 
@@ -239,7 +253,7 @@ def test_preflight_refuses_a_start_when_the_master_port_is_blocked(node, master_
     assert "pre-flight: job blocked not started on any node" in run.stdout
     assert "node3 -> node1 (29500): timed out" in run.stdout, run.stdout[-3000:]
     for name in CLUSTER:
-        assert not node(name).file("/etc/trainops/jobs/blocked.env").exists
+        assert not node(name).file("/etc/trainops/jobs/blocked.json").exists
         assert node(name).run("systemctl is-active trainops-job@blocked").stdout.strip() != "active"
 
 
@@ -261,7 +275,7 @@ def test_preflight_names_the_traps_of_a_llamafactory_config(node):
     assert "model_name_or_path" not in run.stdout
     assert "output_dir /home/train/out is not on shared storage (/mnt/shared)" in run.stdout
     assert "no tokenized_path and ddp_timeout unset" in run.stdout
-    assert not node("node2").file("/etc/trainops/jobs/lf.env").exists
+    assert not node("node2").file("/etc/trainops/jobs/lf.json").exists
 
 
 def lf_config(name, **changes):
@@ -319,4 +333,4 @@ def test_a_full_fine_tune_without_room_for_its_checkpoints_is_refused(node):
     assert run.returncode != 0 and "pre-flight: job lfspace not started on any node" in run.stdout, run.stdout[-3000:]
     assert "but the 10 checkpoints to come take about 122880.0 GiB (each 12288.0 GiB, estimated: 6x the model's " \
            "2048.0 GiB of weights for a full fine-tune)" in run.stdout, run.stdout[-3000:]
-    assert not node("node1").file("/etc/trainops/jobs/lfspace.env").exists
+    assert not node("node1").file("/etc/trainops/jobs/lfspace.json").exists

@@ -23,13 +23,14 @@ def test_the_final_model_is_looked_for_only_with_a_llamafactory_config():
     found = {"files": [{"path": "/out/%s" % name, "size": 1} for name in ("model.safetensors", "trainer_state.json")]}
     dest = {"kind": "local", "path": "/srv/r", "host": None, "display": "/srv/r", "problem": None}
     resume = {"dir": "/out", "latest": None, "incomplete": {}}
-    assert filters.train_collect_plan("/j", resume, found, True, dest)["result"]["what"] == "final model"
-    assert filters.train_collect_plan("/j", resume, None, True, dest)["problem"].startswith("no complete checkpoint in /out (a LLaMA")
+    records = {"job.json": "job record"}
+    assert filters.train_collect_plan("/j", resume, found, True, dest, records)["result"]["what"] == "final model"
+    assert filters.train_collect_plan("/j", resume, None, True, dest, records)["problem"].startswith("no complete checkpoint in /out (a LLaMA")
 
 
 def test_the_nodes_sums_come_from_async_status_over_the_find_loop():
     dest = {"kind": "remote", "path": "/archive", "host": "nas", "display": "nas:/archive", "problem": None}
-    chosen = filters.train_collect_plan("/mnt/shared/jobs/ddp1", DDP, None, True, dest)
+    chosen = filters.train_collect_plan("/mnt/shared/jobs/ddp1", DDP, None, True, dest, {"job.json": "job record"})
     hashed = {"results": [
         {"item": {"ansible_job_id": "1.1", "item": chosen["parts"][0]},
          "files": [{"path": "/mnt/shared/jobs/ddp1/job.json", "size": 5, "checksum": "aa"}]},
@@ -47,7 +48,7 @@ def test_the_nodes_sums_come_from_async_status_over_the_find_loop():
 
 def test_the_summary_reads_rsyncs_stats_from_the_copies():
     dest = {"kind": "local", "path": "/srv/r", "host": None, "display": "/srv/r", "problem": None}
-    chosen = filters.train_collect_plan("/j", DDP, None, True, dest)
+    chosen = filters.train_collect_plan("/j", DDP, None, True, dest, {"job.json": "job record"})
     verified = {"files": {"checkpoints/step-000020.pt": 2 ** 20}, "bytes": 2 ** 20, "mismatched": [], "changed": []}
     copies = {"results": [{"stdout_lines": ["Literal data: 524,288 bytes", "Matched data: 524,288 bytes"]}, {"skipped": True}]}
     said = filters.train_collect_summary(verified, "ddp1", dest, chosen, copies, [], ["/j"], {"node1": "10.0.0.1"})

@@ -70,8 +70,9 @@ def test_a_stopped_process_is_reported_as_stopped_and_killed(run_id):
         time.sleep(0.05)
     found = processes.find("TRAINOPS_RUN_ID", run_id)
     assert found[0]["state"] == "stopped" and found[0]["comm"] == os.path.basename(sys.executable)[:15]
-    ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5)
-    assert ended["killed"] and process.wait(2) == -signal.SIGKILL
+    # SIGCONT with the SIGTERM, as systemd sends them: the stopped process ends on the SIGTERM, without a SIGKILL.
+    ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=2)
+    assert ended["killed"] == [] and process.wait(2) == -signal.SIGTERM
 
 
 # A container engine's monitor (its name as podman's), deaf to SIGTERM like a container's processes that ignore it:
@@ -110,6 +111,37 @@ def test_an_engine_process_that_outlives_its_container_is_killed_after_the_engin
     assert sorted(p["comm"] for p in ended["killed"]) == ["conmon", os.path.basename(sys.executable)[:15]]
     assert monitor.wait(2) == -signal.SIGKILL and ended["left"] == []
     assert 1.5 <= time.monotonic() - start_time < 4
+
+
+# An engine's monitor that notes a SIGTERM: its container ends on its own SIGTERM, and the monitor with it.
+NOTING_MONITOR = """import signal, subprocess, sys
+signal.signal(signal.SIGTERM, lambda *a: open(sys.argv[1], "w").write("signalled"))
+with open("/proc/self/comm", "w") as comm:
+    comm.write("conmon")
+sys.exit(subprocess.call([sys.executable, "-c", "import signal; signal.pause()"]) and 0)
+"""
+
+
+def test_the_engine_is_left_alone_while_the_jobs_own_processes_end(run_id, tmp_path):
+    noted = tmp_path / "monitor"
+    monitor = subprocess.Popen([sys.executable, "-c", NOTING_MONITOR, str(noted)], env=dict(os.environ, TRAINOPS_RUN_ID=run_id))
+    deadline = time.monotonic() + 5
+    while len(processes.find("TRAINOPS_RUN_ID", run_id)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=2)
+    assert monitor.wait(2) == 0 and ended["killed"] == [] and ended["left"] == []
+    assert not noted.exists()
+
+
+def test_find_can_ask_for_a_variables_value(run_id):
+    here = start(run_id)
+    there = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"],
+                             env=dict(os.environ, TRAINOPS_RUN_ID=run_id, TRAINOPS_NODE="node2"))
+    time.sleep(0.3)  # the interpreter has started
+    try:
+        assert [p["pid"] for p in processes.find("TRAINOPS_RUN_ID", run_id, having="TRAINOPS_NODE=node2")] == [there.pid]
+    finally:
+        here.kill(), there.kill(), here.wait(), there.wait()
 
 
 def test_nothing_to_end(run_id):

@@ -5,6 +5,7 @@
 
 Its judges (controller side) are tested in tests/unit/plugins/plugin_utils/test_torchrun_verdict.py."""
 
+import json
 import os
 
 import pytest
@@ -130,3 +131,23 @@ def test_strip_prefixes_leaves_nccl_lines_for_its_parser():
 def test_read_env_file():
     text = '# comment\nNNODES=3\nNODE_RANK=1\n\nMASTER_ADDR="10.96.0.11"\n'
     assert torchrun.read_env_file(text) == {'NNODES': '3', 'NODE_RANK': '1', 'MASTER_ADDR': '10.96.0.11'}
+
+
+# Public torchrun failures relayed by a launcher or logger that labels each line (tests/fixtures/torchrun/relayed: each
+# <name>.log with <name>.json, its source and the failures and errors a reader labelled by hand).
+RELAYED = sorted(name[:-4] for name in os.listdir(os.path.join(FIXTURES, 'relayed')) if name.endswith('.log'))
+
+
+@pytest.mark.parametrize('name', RELAYED)
+def test_a_relayed_failure_is_read_behind_its_logging_and_stream_labels(name):
+    labelled = json.loads(fixture(os.path.join('relayed', name + '.json')))
+    parsed = torchrun.parse_output(fixture(os.path.join('relayed', name + '.log')))
+    assert [{k: f[k] for k in ('rank', 'local_rank', 'host', 'exitcode', 'signal')} for f in parsed['failures']] == labelled['failures']
+    assert parsed['errors'] == labelled['errors']
+
+
+@pytest.mark.parametrize('prefix', ['E1210 12:17:49.123000 140245 torch/distributed/elastic/multiprocessing/api.py:869] ',
+                                    '[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:main] ',
+                                    '2024-05-01 10:00:00,123 - ERROR - ', '[INFO|trainer.py:2414] 2024-05-01 10:00:00,123 >> '])
+def test_a_killed_ranks_summary_behind_a_logging_prefix_is_read_as_it_is_without(prefix):
+    assert torchrun.parse_output(labelled(fixture('killed-rank.log'), prefix)) == torchrun.parse_output(fixture('killed-rank.log'))

@@ -104,43 +104,41 @@ def test_a_ladder_where_every_rung_was_skipped_is_not_run():
     assert model["ladder"][0]["reasons"] == ["skipped: no GPUs"]
 
 
-def job_report(units, exits, logs, record=None, progress=None, watch=None, now=0.0):
-    """A job's status report as roles/train writes it to train-<job>.json: jobs.status through JSON."""
-    return json.loads(json.dumps(jobs.status(NODES, units, exits, logs, record or RECORD, ADDRESSES, progress, watch, now)))
+def job_report(parts, record=None, supervisor=None, queue=None):
+    """A job's status report as roles/train writes it to train-<job>.json: jobs.status of the nodes' reports, through JSON."""
+    reports = {part["node"]: part for part in parts}
+    reports[NODES[0]] = dict(reports[NODES[0]], job=record or RECORD, supervisor=supervisor)
+    return json.loads(json.dumps(jobs.status(NODES, reports, ADDRESSES, queue)))
 
 
-def progress(node, points):
-    """NODE.progress.json as trainops-watch keeps it: points [[unix time, step, loss or None]]."""
-    return {"node": node, "run_id": RECORD["run_id"], "step": points[-1][1], "step_at": points[-1][0], "loss": points[-1][2],
-            "points": points}
-
-
-def exit_record(node, rc, ended, stopped_by=None):
-    return json.dumps({"node": node, "rc": rc, "run_id": RECORD["run_id"], "ended": ended, "stopped_by": stopped_by})
+def part(node, state="running", rc=None, ended=None, stopped_by=None, log=None, points=None, now=0.0):
+    """A node's report (trainops-job report): its progress record's points are [[unix time, step, loss or None]]."""
+    progress = {"node": node, "run_id": RECORD["run_id"], "step": points[-1][1], "step_at": points[-1][0], "loss": points[-1][2],
+                "points": points} if points else None
+    return {"node": node, "run_id": RECORD["run_id"], "now": now, "state": state, "running": state == "running",
+            "failed": rc not in (None, 0) and not stopped_by, "rc": rc, "stopped_by": stopped_by, "ended": ended,
+            "progress": progress, "log": log or []}
 
 
 def running_job():
-    running = {"ActiveState": "active", "Result": "success", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
-    return job_report({n: running for n in NODES}, {n: None for n in NODES},
-                      {"node1": [STEP % 148, STEP % 149], "node2": ["starting"], "node3": []},
-                      progress={"node1": progress("node1", [[T0, 148, 0.06], [T0 + 2, 149, 0.0548]])}, now=T0 + 14.3)
+    return job_report([part("node1", log=[STEP % 148, STEP % 149], points=[[T0, 148, 0.06], [T0 + 2, 149, 0.0548]], now=T0 + 14.3),
+                       part("node2", log=["starting"]), part("node3")])
 
 
 def failed_job():
     # node2's rank was killed (torchrun's summary says so), node1 lost its peer first, node3 was stopped by node1.
-    failed = {"ActiveState": "failed", "Result": "exit-code", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
-    logs = {"node1": ["RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.12]:50123"],
-            "node2": (FIXTURES / "torchrun" / "killed-rank.log").read_text().splitlines(), "node3": ["terminated"]}
-    exits = {"node1": exit_record("node1", 1, "2026-12-01T12:44:21.0Z"), "node2": exit_record("node2", 1, "2026-12-01T12:44:25.0Z"),
-             "node3": exit_record("node3", 143, "2026-12-01T12:44:27.0Z", stopped_by="node1")}
-    return job_report({n: failed for n in NODES}, exits, logs)
+    return job_report([part("node1", "failed: exited 1", 1, "2026-12-01T12:44:21.0Z",
+                            log=["RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.12]:50123"]),
+                       part("node2", "failed: exited 1", 1, "2026-12-01T12:44:25.0Z",
+                            log=(FIXTURES / "torchrun" / "killed-rank.log").read_text().splitlines()),
+                       part("node3", "stopped: node1 failed", 143, "2026-12-01T12:44:27.0Z", stopped_by="node1", log=["terminated"])])
 
 
 def test_a_running_job_shows_each_nodes_state_step_and_last_line():
     model = cluster_page.page(load("train"), {}, {"ddp1": running_job()}, {"ddp1": "2026-12-01 12:45:00 UTC"})
     assert model["jobs"] == [{
         "name": "ddp1", "verdict": "running", "status": "PASS", "first_failed": None, "made": "2026-12-01 12:45:00 UTC",
-        "stall_seconds": None, "diagnosis": None, "events": [],
+        "stall_seconds": None, "note": None, "diagnosis": None, "events": [],
         "rows": [{"node": "node1", "state": "running", "step": "149", "logged": "12.3 s ago", "steps_per_minute": "30.0",
                   "last_line": STEP % 149, "first_failed": False, "culprit": False},
                  {"node": "node2", "state": "running", "step": "-", "logged": "-", "steps_per_minute": "-", "last_line": "starting",
@@ -175,13 +173,11 @@ def stalled_job(stopped=False):
               {"event": "stop", "why": "stalled (train_on_stall: stop)", "at": T0 + 411},
               {"event": "stall", "step": 3, "at": T0 + 50, "run_id": "an earlier start"}]
     record = dict(RECORD, events=[dict(event, run_id=RECORD["run_id"]) for event in events[:-1]] + events[-1:])
-    running = {"ActiveState": "active", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
-    stopped_unit = {"ActiveState": "inactive", "Result": "success", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
-    exits = {n: exit_record(n, 143, "2026-12-01T12:55:00Z", stopped_by=jobs.STALL_STOP) for n in NODES} if stopped else {}
-    points = {"node1": progress("node1", [[T0, 1, 2.5], [T0 + 10, 10, None], [T0 + 40, 40, 1.5], [T0 + 200, 41, 1.4], [T0 + 280, 52, 1.2]]),
-              "node2": progress("node2", [[T0 + 5, 1, None], [T0 + 45, 40, None]])}
-    return job_report({n: stopped_unit if stopped else running for n in NODES}, exits, {}, record, points,
-                      {"run_id": RECORD["run_id"], "state": "stalled", "stall_seconds": 120}, now=T0 + 420)
+    points = {"node1": [[T0, 1, 2.5], [T0 + 10, 10, None], [T0 + 40, 40, 1.5], [T0 + 200, 41, 1.4], [T0 + 280, 52, 1.2]],
+              "node2": [[T0 + 5, 1, None], [T0 + 45, 40, None]]}
+    state, by = ("stopped: stalled", "train_on_stall=stop") if stopped else ("running", None)
+    return job_report([part(n, state, 143 if stopped else None, "2026-12-01T12:55:00Z" if stopped else None, by, points=points.get(n),
+                            now=T0 + 420) for n in NODES], record, {"run_id": RECORD["run_id"], "state": "stalled", "stall_seconds": 120})
 
 
 def test_a_stalled_job_shows_its_progress_events_and_diagnosis():
@@ -231,15 +227,11 @@ def test_a_failed_job_names_its_first_failed_node_and_leaves_the_verdict_to_the_
 
 
 def test_each_job_verdict_has_its_colour():
-    stopped = {"ActiveState": "inactive", "Result": "success", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
-    done = {n: exit_record(n, 0, "2026-12-01T12:50:00Z") for n in NODES}
-    partly = {"node1": exit_record("node1", 0, "2026-12-01T12:50:00Z"), "node2": None, "node3": None}
-    running = {"ActiveState": "active", "ExecMainStartTimestamp": "Tue 2026-12-01 12:43:27 UTC"}
-    queued = {"ActiveState": "active", "SlurmJobId": "18", "SlurmState": "PENDING", "SlurmReason": "ReqNodeNotAvail"}
-    reports = {"done": job_report({n: stopped for n in NODES}, done, {}),
-               "partly": job_report({"node1": stopped, "node2": running, "node3": running}, partly, {}),
-               "queued": job_report({n: queued for n in NODES}, {}, {}),
-               "stopped": job_report({n: stopped for n in NODES}, {}, {}),
+    ended = "2026-12-01T12:50:00Z"
+    reports = {"done": job_report([part(n, "exited 0", 0, ended) for n in NODES]),
+               "partly": job_report([part("node1", "exited 0", 0, ended), part("node2"), part("node3")]),
+               "queued": job_report([part(n, "not started") for n in NODES], queue={"SlurmState": "PENDING", "SlurmReason": "ReqNodeNotAvail"}),
+               "stopped": job_report([part(n, "stopped", 143, ended, "train_action=stop") for n in NODES]),
                "stalled": stalled_job(), "stopped after a stall": stalled_job(stopped=True)}
     assert [(job["verdict"], job["status"]) for job in cluster_page.jobs(reports, {})] == [
         ("succeeded", "PASS"), ("partly running: node1", "WARN"), ("queued in Slurm (ReqNodeNotAvail)", "WARN"), ("stopped", "NOT RUN"),

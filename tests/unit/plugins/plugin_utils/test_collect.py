@@ -78,10 +78,15 @@ def test_no_weights_at_the_top_is_no_final_model():
     assert collect.final_output(files("/out", ["checkpoint-10/model.safetensors", "runs/events"]), "/out") is None
 
 
+# The names of the job's records, as the first node's report gives them.
+RECORDS = {"job.json": "job record", "node1.log": "log", "node1.exit": "exit record"}
+
+
 def test_a_train_ddp_checkpoint_is_one_file_of_its_directory():
-    chosen = collect.plan("/mnt/shared/jobs/ddp1", DDP, None, True, False, LOCAL)
+    chosen = collect.plan("/mnt/shared/jobs/ddp1", DDP, None, True, False, LOCAL, RECORDS)
     records, checkpoint = chosen["parts"]
-    assert records["filters"] == ["--include=*.json", "--include=*.log", "--include=*.exit", "--exclude=*"]
+    assert records["filters"] == ["--include=/job.json", "--include=/node1.log", "--include=/node1.exit", "--exclude=*"]
+    assert records["patterns"] == sorted(RECORDS)
     assert (records["source"], records["into"], records["recurse"]) == ("/mnt/shared/jobs/ddp1/", "/srv/results/ddp1", False)
     assert checkpoint["filters"] == ["--include=/step-000020.pt", "--exclude=*"]
     assert checkpoint["patterns"] == ["step-000020.pt"]
@@ -92,7 +97,7 @@ def test_a_train_ddp_checkpoint_is_one_file_of_its_directory():
 def test_a_trainer_checkpoint_directory_goes_whole_into_checkpoints():
     resume = {"dir": "/mnt/shared/out", "latest": "checkpoint-40",
               "incomplete": {"checkpoint-60": ["rng_state of rank 3 missing"]}}
-    chosen = collect.plan("/mnt/shared/jobs/lf", resume, None, True, True, LOCAL)
+    chosen = collect.plan("/mnt/shared/jobs/lf", resume, None, True, True, LOCAL, RECORDS)
     part = chosen["result"]
     # No trailing slash: rsync makes checkpoint-40/ inside checkpoints/ (one missing level, which it can make).
     assert (part["source"], part["into"], part["to"]) == (
@@ -104,28 +109,28 @@ def test_a_trainer_checkpoint_directory_goes_whole_into_checkpoints():
 def test_a_finished_llamafactory_run_gives_its_final_model():
     resume = {"dir": "/mnt/shared/out", "latest": "checkpoint-40", "incomplete": {}}
     output = {"files": ["adapter_model.safetensors", "trainer_state.json"], "size": 20, "problems": []}
-    part = collect.plan("/mnt/shared/jobs/lf", resume, output, True, True, LOCAL)["result"]
+    part = collect.plan("/mnt/shared/jobs/lf", resume, output, True, True, LOCAL, RECORDS)["result"]
     assert (part["what"], part["source"], part["into"], part["filters"]) == (
         "final model", "/mnt/shared/out/", "/srv/results/ddp1/output", ["--exclude=*/"])
 
 
 def test_nothing_to_collect_says_why_and_how_to_get_the_records():
     resume = {"dir": "/mnt/shared/jobs/x/checkpoints", "latest": None, "incomplete": {"step-000010.pt.tmp": ["a save"]}}
-    problem = collect.plan("/mnt/shared/jobs/x", resume, None, True, False, LOCAL)["problem"]
+    problem = collect.plan("/mnt/shared/jobs/x", resume, None, True, False, LOCAL, RECORDS)["problem"]
     assert problem == ("no complete checkpoint in /mnt/shared/jobs/x/checkpoints; /mnt/shared/jobs/x/checkpoints/"
                        "step-000010.pt.tmp is incomplete (a save): not collected (a LLaMA-Factory job keeps them in its "
-                       "output_dir: give its -e train_config); to collect its logs and job.json alone: "
+                       "output_dir: give its -e train_config); to collect its records alone: "
                        "-e train_collect_checkpoint=false")
 
 
 def test_records_alone_leave_the_checkpoint_behind():
-    chosen = collect.plan("/mnt/shared/jobs/ddp1", DDP, None, False, False, LOCAL)
+    chosen = collect.plan("/mnt/shared/jobs/ddp1", DDP, None, False, False, LOCAL, RECORDS)
     assert [part["what"] for part in chosen["parts"]] == ["records"] and chosen["problem"] is None
     assert chosen["left"] == "its checkpoint step-000020.pt was not collected (train_collect_checkpoint=false)"
 
 
 def test_a_remote_destination_is_made_ready_by_one_command():
-    prepare = collect.plan("/j", DDP, None, True, False, dict(REMOTE, path="/archive/it's"))["prepare"]
+    prepare = collect.plan("/j", DDP, None, True, False, dict(REMOTE, path="/archive/it's"), RECORDS)["prepare"]
     assert prepare.startswith("mkdir -p -- '/archive/it'\"'\"'s' && command -v rsync >/dev/null || ")
     assert "echo 'sha256sum is not installed on backup@nas' >&2; exit 127;" in prepare
     assert collect.sums_command(REMOTE, ["node1.log", "a b"]) == "cd -- /archive/ddp1 && sha256sum -- 'a b' node1.log"
@@ -133,7 +138,7 @@ def test_a_remote_destination_is_made_ready_by_one_command():
 
 def test_files_found_on_the_node_are_keyed_by_their_place_at_the_destination():
     chosen = collect.plan("/mnt/shared/jobs/lf", {"dir": "/out", "latest": "checkpoint-40", "incomplete": {}}, None, True,
-                          True, LOCAL)
+                          True, LOCAL, RECORDS)
     records, checkpoint = chosen["parts"]
     found = collect.files_found([
         (records, [{"path": "/mnt/shared/jobs/lf/job.json", "size": 5, "checksum": "aa"}]),
@@ -188,7 +193,7 @@ def summed(chosen, sent=None, stats=None, running=(), dest=None, addresses=None)
 
 
 def test_the_summary_says_what_where_and_that_it_is_safe_to_release():
-    said = summed(collect.plan("/mnt/shared/jobs/ddp1", DDP, None, True, False, LOCAL))
+    said = summed(collect.plan("/mnt/shared/jobs/ddp1", DDP, None, True, False, LOCAL, RECORDS))
     assert said["safe"] and said["lines"] == [
         "job ddp1: 3 files (114 B) copied to /srv/results/ddp1, each verified by sha256 on the node and at the destination",
         "checkpoint step-000020.pt: 1 file (100 B) -> /srv/results/ddp1/checkpoints/step-000020.pt",
@@ -199,12 +204,12 @@ def test_the_summary_says_what_where_and_that_it_is_safe_to_release():
 
 def test_a_resumed_copy_says_how_much_was_already_there():
     stats = {"total": 2 ** 30, "transferred": 2 ** 30, "literal": 2 ** 29, "matched": 2 ** 29}
-    lines = summed(collect.plan("/j", DDP, None, True, False, LOCAL), stats=stats)["lines"]
+    lines = summed(collect.plan("/j", DDP, None, True, False, LOCAL, RECORDS), stats=stats)["lines"]
     assert "reused 512.0 MiB already at the destination (an earlier or interrupted copy), sent 512.0 MiB" in lines
 
 
 def test_a_running_job_is_not_safe_to_release():
-    said = summed(collect.plan("/j", DDP, None, True, False, LOCAL), running=["node1", "node2"])
+    said = summed(collect.plan("/j", DDP, None, True, False, LOCAL, RECORDS), running=["node1", "node2"])
     assert not said["safe"]
     assert said["lines"][-1] == ("NOT safe to release: job ddp1 is still running on node1, node2: stop it "
                                  "(-e train_action=stop) and collect again")
@@ -212,13 +217,13 @@ def test_a_running_job_is_not_safe_to_release():
 
 def test_a_destination_on_a_node_of_the_cluster_is_not_safe_to_release():
     dest = dict(REMOTE, host="train@10.0.0.1", display="train@10.0.0.1:/archive/ddp1")
-    said = summed(collect.plan("/j", DDP, None, True, False, dest), dest=dest)
+    said = summed(collect.plan("/j", DDP, None, True, False, dest, RECORDS), dest=dest)
     assert said["lines"][-1] == "NOT safe to release: the destination is on node1, a node of this cluster"
 
 
 def test_records_alone_are_not_safe_to_release():
     sent = {path: entry for path, entry in SENT.items() if "/" not in path}
-    said = summed(collect.plan("/j", DDP, None, False, False, LOCAL), sent=sent)
+    said = summed(collect.plan("/j", DDP, None, False, False, LOCAL, RECORDS), sent=sent)
     assert not said["safe"] and len(said["lines"]) == 3
     assert said["lines"][-1] == "NOT safe to release: its checkpoint step-000020.pt was not collected (train_collect_checkpoint=false)"
 
@@ -226,14 +231,14 @@ def test_records_alone_are_not_safe_to_release():
 def test_beside_a_final_model_an_incomplete_checkpoint_is_no_loss():
     resume = {"dir": "/out", "latest": "checkpoint-40", "incomplete": {"checkpoint-60": ["no trainer_state.json"]}}
     output = {"files": ["model.safetensors", "trainer_state.json"], "size": 20, "problems": []}
-    assert collect.plan("/j", resume, output, True, True, LOCAL)["notes"] == []
+    assert collect.plan("/j", resume, output, True, True, LOCAL, RECORDS)["notes"] == []
 
 
 def test_a_running_jobs_changed_records_are_not_counted_as_verified():
     sent = dict(SENT)
     checked = collect.verify(sent, {"job.json": "aa", "node1.log": "b2", "checkpoints/step-000020.pt": "cc"}, {"job.json", "node1.log"})
     stats = {"total": 0, "transferred": 0, "literal": 0, "matched": 0}
-    lines = collect.summary("ddp1", LOCAL, collect.plan("/j", DDP, None, True, False, LOCAL), checked, stats, ["node1"], ["/j"],
+    lines = collect.summary("ddp1", LOCAL, collect.plan("/j", DDP, None, True, False, LOCAL, RECORDS), checked, stats, ["node1"], ["/j"],
                             {})["lines"]
     assert lines[0].endswith("copied to /srv/results/ddp1, 2 verified by sha256 on the node and at the destination")
     assert "changed while copied (the job runs), copied as they were: node1.log" in lines

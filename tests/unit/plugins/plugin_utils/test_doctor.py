@@ -180,3 +180,18 @@ def test_slurm_names_a_drained_node_and_a_munge_key_that_differs():
     # A node the controller did not answer for is not judged; slurmctld silent is one failure, not three.
     assert [f["node"] for f in doctor.slurm(NODES, ["node1"], slurm_state.parse_show_node(show), {}, {}, "node1")] == ["node1"]
     assert fails(doctor.slurm(NODES, ["node1"], None, {}, {}, "node2")) == [("node2", "slurmctld did not answer scontrol on node2")]
+
+
+def test_stacks_a_node_whose_root_may_not_trace_is_warned_with_what_to_grant():
+    denied = {"ptrace_scope": 1, "cap_sys_ptrace": False, "tried": True, "error": "Error: Permission denied (os error 13)",
+              "grant": "root here lacks CAP_SYS_PTRACE (a container started without it): start the node's container with --cap-add SYS_PTRACE"}
+    [found] = doctor.stacks("node2", denied)
+    assert (found["status"], found["fix"]) == ("warn", denied["grant"])
+    assert found["detail"].startswith("a stall's diagnosis cannot read the ranks' Python stacks (Error: Permission denied (os error 13))")
+    # py-spy not installed yet, the kernel allows it; py-spy tried and read a stack.
+    assert doctor.stacks("node1", {"ptrace_scope": 1, "cap_sys_ptrace": True, "tried": False, "error": None, "grant": None})[0]["status"] == "ok"
+    assert doctor.stacks("node1", {"ptrace_scope": 0, "cap_sys_ptrace": True, "tried": True, "error": None, "grant": None})[0]["detail"] == (
+        "py-spy reads a rank's stack as root")
+    # py-spy failed where the kernel gives no reason (a seccomp profile, say): the usual grant is suggested.
+    assert doctor.stacks("node3", {"ptrace_scope": 1, "cap_sys_ptrace": True, "tried": True, "error": "Error: Operation not permitted",
+                                   "grant": None})[0]["fix"] == doctor.STACKS_FIX

@@ -4,7 +4,6 @@
 """Training jobs: the pre-flight's findings and a job's status, on real torchrun output (tests/fixtures/torchrun)."""
 
 import base64
-import json
 import os
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs
@@ -14,8 +13,6 @@ MASTER = '10.96.0.11:29500'
 ADDRESSES = {'node1': '10.96.0.11', 'node2': '10.96.0.12', 'node3': '10.96.0.13'}
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures', 'torchrun')
 RECORD = {'name': 'ddp1', 'run_id': 'trainops-job-ddp1-1'}
-RUNNING = {'ActiveState': 'active', 'Result': 'success', 'ExecMainStatus': '0', 'ExecMainStartTimestamp': 'Tue 2026-12-01 12:43:27 UTC'}
-FAILED = {'ActiveState': 'failed', 'Result': 'exit-code', 'ExecMainStatus': '1', 'ExecMainStartTimestamp': 'Tue 2026-12-01 12:43:27 UTC'}
 
 
 def env(rank):
@@ -33,9 +30,18 @@ def preflight(**changes):
                           '/mnt/shared/jobs')
 
 
-def exit_record(node, rc, ended, stopped_by=None, run_id='trainops-job-ddp1-1'):
-    return json.dumps({'node': node, 'rc': rc, 'run_id': run_id, 'started': '2026-12-01T12:43:27Z', 'ended': ended,
-                       'stopped_by': stopped_by})
+def report(node, state='running', rc=None, ended=None, stopped_by=None, log=None, progress=None, run_id=None, **extra):
+    """A node's report as trainops-job prints it (roles/train/files/trainops_job/report.py)."""
+    return dict({'node': node, 'run_id': run_id or RECORD['run_id'], 'now': 1004.5, 'state': state, 'running': state == 'running',
+                 'failed': rc not in (None, 0) and not stopped_by, 'rc': rc, 'stopped_by': stopped_by, 'ended': ended,
+                 'progress': progress, 'log': log or []}, **extra)
+
+
+def reports(*parts, record=None, supervisor=None):
+    """{node: report}, the first node's with the job record and the supervisor's view."""
+    found = {part['node']: part for part in parts}
+    found[NODES[0]] = dict(found[NODES[0]], job=record or RECORD, supervisor=supervisor)
+    return found
 
 
 def test_a_clean_cluster_has_no_findings():
@@ -64,62 +70,56 @@ def test_findings_name_each_node_and_cause():
 
 
 def test_a_running_job_with_its_progress():
-    progress = {'node1': {'run_id': RECORD['run_id'], 'step': 12, 'step_at': 1000.0,
-                          'points': [[940.0, 2, None], [970.0, 7, 0.4], [1000.0, 12, 0.3]]},
-                'node2': {'run_id': 'an-earlier-start', 'step': 99, 'step_at': 1000.0, 'points': [[1000.0, 99, None]]}}
-    status = jobs.status(NODES, {n: RUNNING for n in NODES}, {n: None for n in NODES},
-                         {n: ['TRAINOPS {"event": "step", "step": 12}'] for n in NODES}, RECORD, ADDRESSES, progress, None, 1004.5)
-    assert status['verdict'] == 'running' and status['first_failed'] is None
+    progress = {'run_id': RECORD['run_id'], 'step': 12, 'step_at': 1000.0, 'points': [[940.0, 2, None], [970.0, 7, 0.4], [1000.0, 12, 0.3]]}
+    status = jobs.status(NODES, reports(report('node1', progress=progress, log=['TRAINOPS {"event": "step", "step": 12}']),
+                                        report('node2', run_id='an-earlier-start', progress={'step': 99}), report('node3')), ADDRESSES)
+    assert status['verdict'] == 'partly running: node2' and status['first_failed'] is None
     assert status['rows'][0][:5] == ['node1', 'running', '12', '4.5 s ago', '10.0']
-    # An earlier start's progress is not this one's.
-    assert status['rows'][1][:5] == ['node2', 'running', '-', '-', '-']
+    # An earlier start's report is not this one's.
+    assert status['rows'][1][:5] == ['node2', 'no part of this start', '-', '-', '-']
     assert status['nodes']['node1']['points'][-1] == [1000.0, 12, 0.3]
 
 
 def test_a_stalled_job_says_so_with_the_supervisors_diagnosis():
-    watch = {'run_id': RECORD['run_id'], 'state': 'stalled', 'stall_seconds': 15.0}
+    supervisor = {'run_id': RECORD['run_id'], 'state': 'stalled', 'stall_seconds': 15.0}
     verdict = "stalled at step 53: rank 1 (node2) is stopped; ranks 0, 2 wait in backward (DDP's gradient all-reduce)"
     record = dict(RECORD, events=[{'event': 'stall', 'run_id': 'an-earlier-start', 'at': 1.0},
                                   {'event': 'stall', 'run_id': RECORD['run_id'], 'at': 2.0},
                                   {'event': 'diagnosis', 'run_id': RECORD['run_id'], 'at': 3.0, 'verdict': verdict}])
-    status = jobs.status(NODES, {n: RUNNING for n in NODES}, {n: None for n in NODES}, {}, record, ADDRESSES, {}, watch, 10.0)
+    status = jobs.status(NODES, reports(*(report(n) for n in NODES), record=record, supervisor=supervisor), ADDRESSES)
     assert status['verdict'] == 'stalled: no node logged a new step for 15.0 s'
     assert status['diagnosis'] == verdict and [e['at'] for e in status['events']] == [2.0, 3.0]
 
 
+def test_a_job_whose_steps_are_not_recognised_says_so():
+    note = 'progress unknown: no step recognised in 4 min; set train_progress_pattern'
+    status = jobs.status(NODES, reports(*(report(n) for n in NODES), supervisor={'state': 'waiting for the first step', 'note': note}),
+                         ADDRESSES)
+    assert status['verdict'] == 'running' and status['note'] == note
+
+
 def test_a_job_the_supervisor_stopped_after_a_stall():
-    status = jobs.status(NODES, {n: FAILED for n in NODES},
-                         {n: exit_record(n, -15, '2026-12-01T12:50:00Z', stopped_by='train_on_stall=stop') for n in NODES},
-                         {}, RECORD, ADDRESSES)
+    record = dict(RECORD, events=[{'event': 'stop', 'run_id': RECORD['run_id'], 'why': 'stalled (train_on_stall: stop)'}])
+    status = jobs.status(NODES, reports(*(report(n, 'stopped: stalled', rc=143, stopped_by='train_on_stall=stop') for n in NODES),
+                                        record=record), ADDRESSES)
     assert status['verdict'] == 'stopped after a stall (train_on_stall)' and status['first_failed'] is None
     assert {row[1] for row in status['rows']} == {'stopped: stalled'}
 
 
-def test_a_slurm_job_stands_for_every_node_until_a_part_ends():
-    slurm_job = {'ActiveState': 'active', 'SlurmJobId': '18', 'SlurmState': 'RUNNING'}
-    ended = json.dumps({'node': 'node2', 'rc': 1, 'run_id': RECORD['run_id'], 'ended': '2026-12-01T22:55:19.397Z',
-                        'stopped_by': None})
-    status = jobs.status(NODES, {n: slurm_job for n in NODES}, {'node1': None, 'node2': ended, 'node3': None},
-                         {n: [] for n in NODES}, RECORD, ADDRESSES)
-    assert [row[1] for row in status['rows']] == ['running', 'failed: exited 1', 'running']
-    assert status['first_failed'] == 'node2'
-    queued = jobs.status(NODES, {n: dict(slurm_job, SlurmState='PENDING', SlurmReason='ReqNodeNotAvail') for n in NODES},
-                         {n: None for n in NODES}, {n: [] for n in NODES}, RECORD, ADDRESSES)
+def test_a_slurm_job_queued_runs_nowhere():
+    queued = jobs.status(NODES, reports(*(report(n, 'not started') for n in NODES)), ADDRESSES,
+                         {'SlurmState': 'PENDING', 'SlurmReason': 'ReqNodeNotAvail'})
     assert queued['verdict'] == 'queued in Slurm (ReqNodeNotAvail)' and queued['rows'][0][1] == 'queued: ReqNodeNotAvail'
-    # A unit that runs on (systemd) is running whatever an old record says.
-    unit = jobs.status(NODES, {n: RUNNING for n in NODES}, {'node1': None, 'node2': ended, 'node3': None},
-                       {n: [] for n in NODES}, RECORD, ADDRESSES)
-    assert [row[1] for row in unit['rows']] == ['running'] * 3
 
 
 def test_the_node_whose_rank_was_killed_failed_first_though_a_peer_ended_sooner():
     with open(os.path.join(FIXTURES, 'killed-rank.log')) as handle:
         killed = handle.read().splitlines()
-    logs = {'node1': ['RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.12]:50123'],
-            'node2': killed, 'node3': ['terminated']}
-    exits = {'node1': exit_record('node1', 1, '2026-12-01T12:44:21.0Z'), 'node2': exit_record('node2', 1, '2026-12-01T12:44:25.0Z'),
-             'node3': exit_record('node3', 143, '2026-12-01T12:44:27.0Z', stopped_by='node1')}
-    status = jobs.status(NODES, {n: FAILED for n in NODES}, exits, logs, RECORD, ADDRESSES)
+    parts = reports(report('node1', 'failed: exited 1', 1, '2026-12-01T12:44:21.0Z',
+                           log=['RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.12]:50123']),
+                    report('node2', 'failed: exited 1', 1, '2026-12-01T12:44:25.0Z', log=killed),
+                    report('node3', 'stopped: node1 failed', 143, '2026-12-01T12:44:27.0Z', stopped_by='node1', log=['terminated']))
+    status = jobs.status(NODES, parts, ADDRESSES)
     assert status['first_failed'] == 'node2' and status['verdict'] == 'failed: node2 failed first'
     assert status['nodes']['node3']['state'] == 'stopped: node1 failed'
 
@@ -128,45 +128,34 @@ def test_the_killed_ranks_node_is_found_through_pdshs_labels():
     # deepspeed --hostfile relays every node's output through pdsh, each line labelled with the node's name.
     with open(os.path.join(FIXTURES, 'killed-rank.log')) as handle:
         killed = ['node2: ' + line for line in handle.read().splitlines()]
-    logs = {'node1': ['node1: RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.13]:50123'],
-            'node2': killed, 'node3': ['node3: terminated']}
-    exits = {'node1': exit_record('node1', 1, '2026-12-01T12:44:21.0Z'), 'node2': exit_record('node2', 1, '2026-12-01T12:44:25.0Z'),
-             'node3': exit_record('node3', 1, '2026-12-01T12:44:23.0Z')}
-    status = jobs.status(NODES, {n: FAILED for n in NODES}, exits, logs, RECORD, ADDRESSES)
+    parts = reports(report('node1', 'failed: exited 1', 1, '2026-12-01T12:44:21.0Z',
+                           log=['node1: RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.13]:50123']),
+                    report('node2', 'failed: exited 1', 1, '2026-12-01T12:44:25.0Z', log=killed),
+                    report('node3', 'failed: exited 1', 1, '2026-12-01T12:44:23.0Z', log=['node3: terminated']))
     # node1 blames node3, and node1 ended first; node2's log says its rank was killed.
-    assert status['first_failed'] == 'node2'
+    assert jobs.status(NODES, parts, ADDRESSES)['first_failed'] == 'node2'
 
 
 def test_the_peer_that_went_away_is_named_when_no_log_shows_a_signal():
-    logs = {'node1': ['RuntimeError: Connection closed by peer [10.96.0.13]:50123'], 'node2': [], 'node3': []}
-    exits = {'node1': exit_record('node1', 1, '2026-12-01T12:44:21.0Z'), 'node2': None,
-             'node3': exit_record('node3', 1, '2026-12-01T12:44:29.0Z')}
-    status = jobs.status(NODES, {n: FAILED for n in NODES}, exits, logs, RECORD, ADDRESSES)
-    assert status['first_failed'] == 'node3'
+    parts = reports(report('node1', 'failed: exited 1', 1, '2026-12-01T12:44:21.0Z', log=['RuntimeError: Connection closed by peer [10.96.0.13]:50123']),
+                    report('node2', 'not started'), report('node3', 'failed: exited 1', 1, '2026-12-01T12:44:29.0Z'))
+    assert jobs.status(NODES, parts, ADDRESSES)['first_failed'] == 'node3'
 
 
-def test_records_of_an_earlier_start_are_not_this_ones():
-    exits = {n: exit_record(n, 1, '2026-12-01T10:00:00Z', run_id='trainops-job-ddp1-0') for n in NODES}
-    status = jobs.status(NODES, {n: RUNNING for n in NODES}, exits, {}, RECORD, ADDRESSES)
-    assert status['verdict'] == 'running' and status['first_failed'] is None
+def test_a_runner_that_ended_without_its_record_failed():
+    parts = reports(report('node1', 'failed: its runner ended without a record', failed=True), report('node2'), report('node3'))
+    parts['node1']['running'] = False
+    status = jobs.status(NODES, parts, ADDRESSES)
+    assert status['first_failed'] == 'node1' and status['verdict'] == 'failed: node1 failed first'
 
 
 def test_succeeded_stopped_and_unknown_jobs():
-    done = {n: exit_record(n, 0, '2026-12-01T12:50:00Z') for n in NODES}
-    stopped_unit = {'ActiveState': 'inactive', 'Result': 'success', 'ExecMainStartTimestamp': 'Tue 2026-12-01 12:43:27 UTC'}
-    assert jobs.status(NODES, {n: stopped_unit for n in NODES}, done, {}, RECORD, ADDRESSES)['verdict'] == 'succeeded'
-    assert jobs.status(NODES, {n: stopped_unit for n in NODES}, {}, {}, RECORD, ADDRESSES)['verdict'] == 'stopped'
-    never = {n: {'ActiveState': 'inactive', 'ExecMainStartTimestamp': ''} for n in NODES}
-    assert jobs.status(NODES, never, {}, {}, None, ADDRESSES)['verdict'] == 'no such job'
-
-
-def test_a_job_the_user_stopped_failed_nowhere():
-    # trainops-job's records after train_action=stop; the state of a detached runner (no systemd) that has ended.
-    exits = {n: exit_record(n, 143, '2026-12-01T12:50:00Z', stopped_by=jobs.USER_STOP) for n in NODES}
-    ended = {'ActiveState': 'inactive', 'ExecMainStartTimestamp': '2026-12-01T12:43:27Z'}
-    status = jobs.status(NODES, {n: ended for n in NODES}, exits, {}, RECORD, ADDRESSES)
+    done = reports(*(report(n, 'exited 0', 0, '2026-12-01T12:50:00Z') for n in NODES))
+    assert jobs.status(NODES, done, ADDRESSES)['verdict'] == 'succeeded'
+    stopped = reports(*(report(n, 'stopped', 143, '2026-12-01T12:50:00Z', stopped_by='train_action=stop') for n in NODES))
+    status = jobs.status(NODES, stopped, ADDRESSES)
     assert status['verdict'] == 'stopped' and status['first_failed'] is None
-    assert {s['state'] for s in status['nodes'].values()} == {'stopped'}
+    assert jobs.status(NODES, {n: None for n in NODES}, ADDRESSES)['verdict'] == 'no such job'
 
 
 def test_failed_nodes_without_end_times_are_named_in_rank_order():

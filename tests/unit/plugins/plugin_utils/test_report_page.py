@@ -60,14 +60,19 @@ def test_a_report_that_cannot_be_read_is_named(tmp_path):
 
 
 def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch=None):
-    """train-<name>.json as roles/train writes it: jobs.status of a job running on every node, or whose every part
-    exited 1 at failed_at's time of its node. points: {node: its progress points}; events: the supervisor's."""
+    """train-<name>.json as roles/train writes it: jobs.status of the nodes' reports of a job running on every node, or
+    whose every part exited 1 at failed_at's time of its node. points: {node: its progress points}; events: the supervisor's."""
     nodes = sorted(logs)
-    unit = {"ActiveState": "failed", "Result": "exit-code"} if failed_at else {"ActiveState": "active"}
-    exits = {n: json.dumps({"node": n, "rc": 1, "run_id": "r1", "ended": ended}) for n, ended in (failed_at or {}).items()}
-    progress = {n: {"run_id": "r1", "step": p[-1][1], "step_at": p[-1][0], "points": p} for n, p in (points or {}).items()}
-    status = jobs.status(nodes, {n: unit for n in nodes}, exits, logs, {"name": name, "run_id": "r1", "events": list(events)},
-                         {n: "10.96.0.%d" % i for i, n in enumerate(nodes, 11)}, progress, watch, now=T0 + 100)
+    parts = {}
+    for node in nodes:
+        ended = (failed_at or {}).get(node)
+        progress = {"run_id": "r1", "step": points[node][-1][1], "step_at": points[node][-1][0], "points": points[node]} \
+            if node in (points or {}) else None
+        parts[node] = {"node": node, "run_id": "r1", "now": T0 + 100, "state": "failed: exited 1" if ended else "running",
+                       "running": not ended, "failed": bool(ended), "rc": 1 if ended else None, "stopped_by": None, "ended": ended,
+                       "progress": progress, "log": logs[node]}
+    parts[nodes[0]].update(job={"name": name, "run_id": "r1", "events": list(events)}, supervisor=watch)
+    status = jobs.status(nodes, parts, {n: "10.96.0.%d" % i for i, n in enumerate(nodes, 11)})
     (reports / ("train-%s.json" % name)).write_text(json.dumps(status, indent=4) + "\n")
 
 
@@ -207,3 +212,10 @@ def test_the_real_h200_ladder_is_drawn_against_its_nvlink_limit(tmp_path):
     html, page_verdict = report_page.build(str(tmp_path), TEMPLATE, "h200x2")
     assert page_verdict["status"] == "PASS" and html.count("<svg") == 1
     assert "link limit 478.1 GB/s" in html and ">vm<" in html
+
+
+def test_a_job_whose_steps_are_not_recognised_says_so_on_the_page(tmp_path):
+    note = "progress unknown: no step recognised in 4 min; set train_progress_pattern"
+    write_job(tmp_path, "odd", {"node1": ["it=3 | J=0.25"]}, watch={"run_id": "r1", "state": "waiting for the first step", "note": note})
+    html, _verdict = report_page.build(str(tmp_path), TEMPLATE, "train")
+    assert '<p class="diagnosis">%s</p>' % note in jobs_section(html)

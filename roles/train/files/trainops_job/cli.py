@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""trainops-job ACTION NAME [ARG]: this node's part of job NAME (settings: /etc/trainops/jobs/NAME.json).
+
+As root (train.yml, systemd's unit, Slurm's task):
+  prepare NAME          before the start: the job's folder, this node's old records gone, the job record (first node)
+  run NAME              the job's process: the command, its log, fail fast, the supervisor's requests, the exit record
+  start NAME            run NAME detached from the caller (a node without systemd)
+  stopping NAME         before any node is stopped: this node's part ending now is a stop
+  stop NAME             this node's part stopped (the command ends first, then the engine), what is left swept; JSON
+  sweep NAME            whatever of the job is left on this node ended (the unit's ExecStopPost); JSON
+  report NAME           this node's report: state, exit, progress, log tail (first node: job record, supervisor); JSON
+  diagnose NAME STALL   this node's answer to the supervisor's stall STALL (the runner starts it)
+As the training user:
+  stop-local NAME BY    node BY failed (over SSH from BY): this node's part ends
+  tee NAME              the command's output from stdin into the node's log and progress record (the runner's)
+  supervise NAME PID    the first node's stall supervisor, while runner PID runs (the runner's)
+  wait NAME SECONDS     until the job ends, stalls or SECONDS pass (train_action=watch): ended, stalled or watching
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from . import diagnosis, lifecycle, records, report, runner, supervisor, tee
+
+
+def _diagnose(job: records.Job, stall: str) -> int:
+    job.write(job.node_path("diagnosis"), diagnosis.diagnose(job, int(stall)))
+    return 0
+
+
+def _printed(data, status: int = 0) -> int:
+    json.dump(data, sys.stdout)
+    sys.stdout.write("\n")
+    return status
+
+
+def _sweep(job: records.Job) -> int:
+    swept = lifecycle.sweep(job)
+    return _printed(swept, 1 if swept["left"] else 0)
+
+
+# Each action: what it does with the job (and its one argument, where it takes one), and its exit status.
+_ACTIONS = {
+    "prepare": lambda job: lifecycle.prepare(job) or 0,
+    "run": lambda job: runner.Runner(job).run(),
+    "start": lifecycle.start,
+    "stopping": lambda job: lifecycle.stopping(job) or 0,
+    "stop": lambda job: _printed(lifecycle.stop(job)),
+    "sweep": _sweep,
+    "report": lambda job: _printed(report.report(job)),
+    "diagnose": _diagnose,
+    "stop-local": lambda job, by: lifecycle.stop_local(job, by) or 0,
+    "tee": lambda job: tee.tee(job, sys.stdin.buffer.fileno()),
+    "supervise": lambda job, pid: supervisor.main(job, int(pid)),
+    "wait": lambda job, seconds: print(supervisor.wait(job, float(seconds))) or 0,
+}
+
+
+def main(argv: list) -> int:
+    takes = {"diagnose": 1, "stop-local": 1, "supervise": 1, "wait": 1}
+    if len(argv) < 2 or argv[0] not in _ACTIONS or len(argv) != 2 + takes.get(argv[0], 0):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    action, name = argv[0], argv[1]
+    try:
+        job = records.Job.load(name)
+    except ValueError as exc:
+        print("trainops-job: %s" % exc, file=sys.stderr)
+        return 2
+    except FileNotFoundError:
+        # No job of that name was started on this node: nothing to report, stop or sweep.
+        if action in ("report", "stop", "stopping", "sweep"):
+            return _printed(report.absent() if action == "report" else {"stopped": False, "running": False, "ended": [], "left": []})
+        print("trainops-job: no job %s on this node (%s/%s.json)" % (name, records.CONF_DIR, name), file=sys.stderr)
+        return 2
+    return _ACTIONS[action](job, *argv[2:])

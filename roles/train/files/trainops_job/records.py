@@ -1,0 +1,225 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The job's files: this node's settings, the job's folder on shared storage, and this node's marks in /run.
+
+Every file's name, every state a node's part is in and every reason it was stopped are defined here, once. JSON is
+read and written whole (atomically: a reader on another node never sees half a file), and written as the training
+user: the files are the user's, and shared storage may squash root.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pwd
+import re
+
+# Where the role writes each job's settings (NAME.json), and this node's runner keeps its pid and marks. Moved for
+# tests and unusual layouts through these variables.
+CONF_DIR = os.environ.get("TRAINOPS_JOB_CONF_DIR", "/etc/trainops/jobs")
+RUN_DIR = os.environ.get("TRAINOPS_JOB_RUN_DIR", "/run/trainops/jobs")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+# Why a node's part was stopped (its exit record's stopped_by): the name of the node that failed first, or one of these.
+USER_STOP = "train_action=stop"
+STALL_STOP = "train_on_stall=stop"
+
+# The job's folder: the job record (the first node writes it, its supervisor adds events), the supervisor's view and
+# its requests (a stall every node answers, a stop or restart every node's part obeys), and each node's own files.
+JOB_RECORD = "job.json"
+SUPERVISOR_VIEW = "watch.json"
+STALL_REQUEST = "stall.json"
+CONTROL_REQUEST = "control.json"
+SUPERVISOR_LOG = "supervisor.log"
+FLIGHT_RECORDER = "flight-recorder"
+NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json", "diagnosis": "%s.diagnosis.json",
+              "stopped_by": "%s.stopped-by"}
+
+
+# A node's part, as its report says it.
+RUNNING = "running"
+NOT_STARTED = "not started"
+LOST = "failed: its runner ended without a record"
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def state(exit_record: dict | None, running: bool, lost: bool = False) -> str:
+    """How a node's part stands: running, not started, or how it ended (its exit record; lost: its runner ended
+    without one, killed say)."""
+    if running:
+        return RUNNING
+    if exit_record is None:
+        return LOST if lost else NOT_STARTED
+    by = exit_record.get("stopped_by")
+    if by == USER_STOP:
+        return "stopped"
+    if by == STALL_STOP:
+        return "stopped: stalled"
+    if by:
+        return "stopped: %s failed" % by
+    return "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"]
+
+
+def record_kind(name: str, nodes: list) -> str | None:
+    """What a file at the top of the job's folder is, for collect (which copies these, not the checkpoints nor the
+    flight recorder's dumps): the job record, a log, an exit record, another record; None for none of the job's."""
+    if name == JOB_RECORD:
+        return "job record"
+    if name == SUPERVISOR_LOG:
+        return "log"
+    if name in (SUPERVISOR_VIEW, STALL_REQUEST, CONTROL_REQUEST):
+        return "record"
+    kind = next((kind for kind, pattern in NODE_FILES.items() for node in nodes if name == pattern % node), None)
+    return {"log": "log", "exit": "exit record"}.get(kind, kind and "record")
+
+
+def read_json(path: str, default=None):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path: str, data) -> None:
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        json.dump(data, handle)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+class Job:
+    """One job as this node knows it: its settings (NAME.json, written by the role) and its files."""
+
+    def __init__(self, conf: dict):
+        self.conf = conf
+        self.name, self.node, self.run_id = conf["job"], conf["node"], conf["run_id"]
+        self.dir = conf["job_dir"]
+        self.nodes = conf["nodes"]
+        self.first = self.node == self.nodes[0]
+        self.user = pwd.getpwnam(conf["user"])
+
+    @classmethod
+    def load(cls, name: str) -> Job:
+        if not NAME_RE.match(name or ""):
+            raise ValueError("bad job name %s" % name)
+        with open(os.path.join(CONF_DIR, name + ".json")) as handle:
+            return cls(json.load(handle))
+
+    # --- paths -----------------------------------------------------------------------------------------------------
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def node_path(self, kind: str, node: str | None = None) -> str:
+        return self.path(NODE_FILES[kind] % (node or self.node))
+
+    def run_path(self, kind: str) -> str:
+        """This node's marks, named by node too: the test harness's namespace nodes share one /run."""
+        return os.path.join(RUN_DIR, "%s.%s.%s" % (self.name, self.node, kind))
+
+    # --- reading -----------------------------------------------------------------------------------------------------
+
+    def read(self, name: str, default=None):
+        return read_json(self.path(name), default)
+
+    def of_this_run(self, name: str) -> dict | None:
+        """A record of the folder, if it belongs to this start."""
+        found = read_json(name if name.startswith("/") else self.path(name))
+        return found if isinstance(found, dict) and found.get("run_id") == self.run_id else None
+
+    def exit_record(self, node: str | None = None) -> dict | None:
+        return self.of_this_run(self.node_path("exit", node))
+
+    def failed_peer(self) -> str | None:
+        """The first peer whose part of this start failed on its own (its exit record)."""
+        for peer in self.nodes:
+            found = self.exit_record(peer) if peer != self.node else None
+            if found and found["rc"] != 0 and not found.get("stopped_by"):
+                return peer
+        return None
+
+    def stopped_by_mark(self) -> str | None:
+        """The node whose failure stopped this node's part (a peer said so: stop-local)."""
+        return _text(self.node_path("stopped_by")) or None
+
+    def stopping(self) -> bool:
+        """train_action=stop marked this node's part (before any node was stopped) for this start."""
+        return _text(self.run_path("stopping")) == self.run_id
+
+    # --- writing, as the training user ---------------------------------------------------------------------------
+
+    def as_user(self, work, *args) -> None:
+        """work(*args) as the training user: in a child process when this one is root (its ids stay root's)."""
+        if os.geteuid() != 0 or self.user.pw_uid == 0:
+            work(*args)
+            return
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; its exit status says how it went
+            code = 1
+            try:
+                os.initgroups(self.user.pw_name, self.user.pw_gid)
+                os.setgid(self.user.pw_gid)
+                os.setuid(self.user.pw_uid)
+                work(*args)
+                code = 0
+            except BaseException as exc:  # noqa: B902 - reported by the status
+                os.write(2, ("trainops-job: as %s: %s\n" % (self.user.pw_name, exc)).encode())
+            finally:
+                os._exit(code)
+        if os.waitpid(pid, 0)[1] != 0:
+            raise OSError("could not write as %s in %s" % (self.user.pw_name, self.dir))
+
+    def write(self, name: str, data) -> None:
+        self.as_user(write_json, name if name.startswith("/") else self.path(name), data)
+
+    def write_text(self, path: str, text: str, mode: str = "w") -> None:
+        self.as_user(_put, path, text, mode)
+
+    def remove(self, *paths: str) -> None:
+        self.as_user(lambda: [_remove(path) for path in paths])
+
+    def makedirs(self, *paths: str) -> None:
+        self.as_user(lambda: [os.makedirs(path, exist_ok=True) for path in paths])
+
+    def add_event(self, event: dict, at: float) -> dict:
+        """One event in the job record: what the supervisor saw and did, for status and the page."""
+        record = self.read(JOB_RECORD, {})
+        event = dict(event, run_id=self.run_id, at=round(at, 3))
+        record["events"] = (record.get("events") or []) + [event]
+        self.write(JOB_RECORD, record)
+        return event
+
+    def mark(self, kind: str, text: str) -> None:
+        """A mark of this node's in /run (root's)."""
+        os.makedirs(RUN_DIR, exist_ok=True)
+        _put(self.run_path(kind), text + "\n")
+
+    def unmark(self, kind: str) -> None:
+        _remove(self.run_path(kind))
+
+
+def _text(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _put(path: str, text: str, mode: str = "w") -> None:
+    with open(path, mode) as handle:
+        handle.write(text)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

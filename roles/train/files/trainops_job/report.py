@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""This node's report of a job, one JSON object: what the controller's status, watch, stop and collect read, once per
+node, instead of the job's files (plugin_utils/jobs.py judges across nodes)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import lifecycle, records
+
+LOG_LINES = 80  # enough for torchrun's failure summary, which names the rank that died
+
+
+def log_tail(path: str, lines: int = LOG_LINES, chunk: int = 65536) -> list:
+    """The last lines of a log, read from its end."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - chunk))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def report(job: records.Job, clock=time.time) -> dict:
+    """{node, run_id, now, state, running, failed (ended non-zero on its own), rc, stopped_by, started, ended,
+    progress: {step, step_at, loss, points} or None, log: [last lines], log_path}, and on the first node the job
+    record (job: with its events), its folder (dir), the supervisor's view (supervisor) and the job's records ({name:
+    kind}, what collect copies)."""
+    running = lifecycle.runner_pid(job) is not None
+    ended = job.exit_record()
+    # The exit record is the node's word: a runner still telling its peers after its command ended has ended. A runner
+    # leaves its pid only when it was ended before it could record how its part ended.
+    lost = not running and ended is None and os.path.exists(job.run_path("pid"))
+    running = running and ended is None
+    out = {"node": job.node, "run_id": job.run_id, "now": round(clock(), 3), "state": records.state(ended, running, lost),
+           "running": running, "failed": lost or bool(ended and ended["rc"] != 0 and not ended.get("stopped_by")),
+           "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),
+           "ended": (ended or {}).get("ended"), "progress": job.of_this_run(job.node_path("progress")),
+           "log": log_tail(job.node_path("log")), "log_path": job.node_path("log")}
+    if job.first:
+        record = job.read(records.JOB_RECORD)
+        kinds = {name: records.record_kind(name, job.nodes) for name in _listing(job.dir)}
+        out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
+                   supervisor=job.of_this_run(records.SUPERVISOR_VIEW), records={n: k for n, k in sorted(kinds.items()) if k})
+    return out
+
+
+def _listing(path: str) -> list:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def absent() -> dict:
+    """The report of a node where no job of that name was ever started."""
+    return {"node": None, "run_id": None, "now": round(time.time(), 3), "state": records.NOT_STARTED, "running": False,
+            "failed": False, "rc": None, "stopped_by": None, "started": None, "ended": None, "progress": None, "log": []}

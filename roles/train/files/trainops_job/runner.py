@@ -1,0 +1,229 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""This node's part of a job: its command run (in the image, or on the host) with its output read into the node's log,
+a failed peer's or the supervisor's word acted on, a stop that lets the command end, and how it ended, recorded.
+
+Runs as root (systemd's unit, Slurm's task, or detached from the caller where there is no systemd): the engine needs
+it, and the job's processes inside the image are found and ended by their environment. The command itself, its log and
+its records are the training user's.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from . import processes, records
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def program(*args: str) -> list[str]:
+    """This program's own command line (python3 -m trainops_job ...), on the nodes as in the tests."""
+    return [sys.executable, "-m", "trainops_job"] + list(args)
+
+
+def helper_env() -> dict:
+    """The environment of this program's helpers (tee, supervisor, diagnosis): no run id, so no stop or sweep of the
+    job's processes ends them (the log's last lines still arrive; the supervisor outlives a restart)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINOPS_RUN")}
+    env["PYTHONPATH"] = PACKAGE_DIR
+    return env
+
+
+def job_env(job: records.Job, attempt: int) -> dict:
+    """What the command gets on top of its node's launch environment (trainops-run and trainops-env add that)."""
+    conf, node = job.conf, job.node
+    recorder = "%s/%s/%s-rank" % (job.dir, records.FLIGHT_RECORDER, node)
+    return {
+        "TRAINOPS_RUN_ID": job.run_id, "TRAINOPS_NODE": node, "TRAINOPS_JOB": job.name, "TRAINOPS_ATTEMPT": str(attempt),
+        "TRAINOPS_CHECKPOINT_DIR": conf["checkpoint_dir"],
+        # LLaMA-Factory reads RDZV_ID and MAX_RESTARTS (the c10d elastic launch); without FORCE_TORCHRUN it runs a node
+        # with one GPU as a job of its own instead of a part of this one.
+        "RDZV_ID": job.run_id, "MAX_RESTARTS": str(conf["max_restarts"]), "FORCE_TORCHRUN": "1",
+        # Unbuffered Python: the ranks write to a pipe, block-buffered otherwise, so steps would reach the log (and the
+        # stall judge) in bursts of kilobytes.
+        "PYTHONUNBUFFERED": "1",
+        # NCCL's flight recorder keeps the last collectives of every rank and dumps them to shared storage when NCCL's
+        # watchdog times out (torch >= 2.2), or when a stall's diagnosis writes to the rank's pipe (torch >= 2.3). torch
+        # 2.8 renamed two of its variables and still reads the old names: both are set, so that every version reads them.
+        # The pipes are on the node's own /tmp (inside the image, its own): a FIFO on shared storage may be impossible,
+        # and torch ends the rank when it cannot make one.
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_BUFFER_SIZE": str(conf["flight_recorder_entries"]), "TORCH_NCCL_TRACE_BUFFER_SIZE": str(conf["flight_recorder_entries"]),
+        "TORCH_FR_DUMP_TEMP_FILE": recorder, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": recorder,
+        "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/tmp/trainops-%s-%s-rank" % (job.run_id, node),
+    }
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's exit status: 128 + N for a command ended by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Wakeup:
+    """SIGTERM and SIGINT asked this runner to stop: noted, and a wait in progress returns at once."""
+
+    def __init__(self):
+        self.asked = False
+        self.read, write = os.pipe()
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._note)
+
+    def _note(self, signum, frame):
+        self.asked = True
+
+    def wait(self, seconds: float) -> None:
+        if select.select([self.read], [], [], seconds)[0]:
+            os.read(self.read, 512)
+
+
+class Runner:
+    def __init__(self, job: records.Job, clock=time.time):
+        self.job, self.clock = job, clock
+        self.stop = None
+        self.child = self.tee = None
+        self.helpers = []  # diagnoses under way: reaped as they end
+
+    def _as_user(self) -> dict:
+        user = self.job.user
+        return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": os.getgrouplist(user.pw_name, user.pw_gid)} \
+            if os.geteuid() == 0 and user.pw_uid != 0 else {}
+
+    def launch(self, attempt: int) -> None:
+        """The command, its output through the progress reader into the node's log (tee)."""
+        conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt))
+        argv = list(conf["launcher"]) + ["sh", "-c", conf["command"]]
+        ids = {}
+        if conf["in_image"]:
+            # The engine runs as root, the ranks as the training user (trainops-run --user). A restart's container has a
+            # name of its own: the last one may still be being removed.
+            name = "%s-%s%s" % (self.job.run_id, self.job.node, "-%d" % attempt if attempt else "")
+            passed = [word for key in sorted(job_env(self.job, attempt)) for word in ("--env", key)]
+            env["TRAINOPS_RUN_OPTS"] = " ".join(["--name", name] + passed + list(conf["run_opts"]))
+        else:
+            ids = self._as_user()
+            env.update(HOME=self.job.user.pw_dir, USER=self.job.user.pw_name, LOGNAME=self.job.user.pw_name)
+        self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      env=env, cwd="/", **ids)
+        self.tee = subprocess.Popen(program("tee", self.job.name), stdin=self.child.stdout, env=helper_env(), cwd="/",
+                                    **self._as_user())
+        self.child.stdout.close()
+
+    def end(self, runner: int | None = None) -> dict:
+        """The job's processes on this node ended (inside the image too), its own before the engine's; the runner's
+        shell around the command (runner: its pid) gets no SIGTERM: it passes on the command's own exit status."""
+        return processes.end_run("TRAINOPS_RUN_ID", self.job.run_id, grace=self.job.conf["stop_grace"],
+                                 having="TRAINOPS_NODE=%s" % self.job.node, spare=os.getpid() if runner is None else runner)
+
+    def _answer_stall(self, answered: int | None) -> int | None:
+        """The supervisor asks every node about a stall (its number, once per start): this node's diagnosis, as root (py-spy
+        reads the ranks' memory), in the background while fail fast goes on."""
+        asked = (self.job.of_this_run(records.STALL_REQUEST) or {}).get("stall")
+        if asked is None or asked == answered:
+            return answered
+        self.helpers.append(subprocess.Popen(program("diagnose", self.job.name, str(asked)), env=helper_env(), cwd="/"))
+        return asked
+
+    def _request(self, handled: int | None) -> dict | None:
+        """The supervisor's latest request (stop or restart) for this start, if not handled yet."""
+        request = self.job.of_this_run(records.CONTROL_REQUEST)
+        return request if request and request.get("id") != handled else None
+
+    def _outlived(self, seconds: float) -> bool:
+        """Whether the command still runs after seconds (a stop may cut the wait short)."""
+        deadline = time.monotonic() + seconds
+        while self.child.poll() is None and not self.stop.asked and time.monotonic() < deadline:
+            self.stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+        return self.child.poll() is None
+
+    def _watch(self, handled: int | None, answered: int | None) -> tuple[dict | None, str | None, int | None]:
+        """Until the command ends, a stop, the supervisor's request or a failed peer: (request, peer that failed)."""
+        while self.child.poll() is None and not self.stop.asked:
+            answered = self._answer_stall(answered)
+            self.helpers = [h for h in self.helpers if h.poll() is None]
+            request = self._request(handled)
+            if request:
+                return request, None, answered
+            peer = self.job.failed_peer()
+            if peer:
+                # Time first for this node's torchrun to report its own ranks' end (its agent looks every 5 s): when this
+                # node's rank was the one that died, its part ends on its own, failed, and is not called stopped.
+                if not self._outlived(self.job.conf["fail_grace"]):
+                    return None, None, answered
+                self.job.write_text(self.job.node_path("stopped_by"), peer + "\n")
+                self.end()
+                return None, peer, answered
+            self.stop.wait(1.0)
+        # A peer's ranks ended by the supervisor's request may end this node's before this node reads it.
+        return (None if self.stop.asked else self._request(handled)), None, answered
+
+    def run(self) -> int:
+        job = self.job
+        self.stop = Wakeup()
+        job.mark("pid", str(os.getpid()))
+        started = records.now_iso()
+        supervisor = None
+        if job.first:
+            # The first node's supervisor watches every node's progress: the stall judge runs on the cluster, not in the
+            # controller's playbook, and ends with this runner.
+            supervisor = subprocess.Popen(program("supervise", job.name, str(os.getpid())), env=helper_env(), cwd="/",
+                                          stdin=subprocess.DEVNULL, **self._as_user())
+        attempt, handled, answered, by = 0, None, None, None
+        while True:
+            self.launch(attempt)
+            request, peer, answered = self._watch(handled, answered)
+            by = by or peer
+            if request:
+                handled = request["id"]
+                self.end()
+                self.child.wait()
+                self.tee.wait()
+                if request["action"] == "restart":
+                    attempt = request["id"]
+                    job.write_text(job.node_path("log"), "trainops-job: restart %d after a stall (train_on_stall: restart)\n"
+                                   % attempt, "a")
+                    continue
+                by = records.STALL_STOP
+            break
+        if self.stop.asked:
+            self.end()
+        rc = exit_status(self.child.wait())
+        self.tee.wait()
+        if self.stop.asked or job.stopping():
+            by = by or records.USER_STOP
+        by = job.stopped_by_mark() or by
+        job.write(job.node_path("exit"), {"node": job.node, "rc": rc, "run_id": job.run_id, "started": started,
+                                          "ended": records.now_iso(), "stopped_by": by})
+        if rc != 0 and not by:
+            self._tell_peers()
+        if supervisor:
+            supervisor.terminate()  # it writes its records whole (renamed into place): nothing is left half written
+            supervisor.wait()
+        for name in os.listdir("/tmp"):
+            if name.startswith("trainops-%s-%s-rank" % (job.run_id, job.node)) and name.endswith(".pipe"):
+                os.remove(os.path.join("/tmp", name))
+        job.unmark("pid")
+        return rc
+
+    def _tell_peers(self) -> None:
+        """This node failed on its own: every peer ends its part now, told over SSH as the training user (quicker than
+        its view of shared storage, which the exit record also tells it)."""
+        time.sleep(self.job.conf["fail_grace"])  # as in _watch, for the peers' own reports
+        tells = [subprocess.Popen(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", peer, "/usr/local/bin/trainops-job",
+                                   "stop-local", self.job.name, self.job.node],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env=helper_env(), **self._as_user())
+                 for peer in self.job.nodes if peer != self.job.node]
+        for tell in tells:
+            try:
+                tell.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                tell.kill()

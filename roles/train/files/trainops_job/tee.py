@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The job's output, as the training user: every byte to the node's log as it comes (tqdm's carriage returns
+included), and each new training step it names (_progress) to the node's progress record, at most once a second."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import sys
+import time
+
+from . import records
+from ._progress import Progress
+
+_LINE_ENDS = re.compile(r"[\r\n]")
+
+
+def tee(job: records.Job, source: int, log=sys.stderr, clock=time.time) -> int:
+    """Until source ends. The output never waits on the progress record: a failed write is retried with the next step."""
+    path = job.node_path("progress")
+    progress = Progress(job.node, job.run_id, job.conf.get("progress_pattern"), clock=clock,
+                        record=job.of_this_run(path))  # a restart of this start: its steps so far stay
+    pending, written, partial = False, 0.0, ""
+    with open(job.node_path("log"), "ab", buffering=0) as out:
+        while True:
+            ready = select.select([source], [], [], 1.0)[0]
+            chunk = os.read(source, 65536) if ready else None
+            if chunk:
+                out.write(chunk)
+                segments = _LINE_ENDS.split(partial + chunk.decode("utf-8", "replace"))
+                partial = segments.pop()[-4096:]
+                for segment in segments:
+                    pending = progress.segment(segment) or pending
+                # A bar is repainted behind a carriage return, its line ended only by the next repaint.
+                pending = (partial and progress.peek(partial)) or pending
+            if pending and (chunk == b"" or time.monotonic() - written >= 1.0):
+                try:
+                    records.write_json(path, progress.record)
+                    pending, written = False, time.monotonic()
+                except OSError as exc:
+                    print("trainops-job: cannot write %s: %s" % (path, exc), file=log)
+            if chunk == b"":
+                return 0
