@@ -28,6 +28,8 @@ RANK_INSIDE_RE = re.compile(r"(?<=.)(?=\[(?:rank|default)\d+\]:|\[\w+\|\d+\]:|\(
 #   "(EngineCore_0 pid=5) ", in colour unless NO_COLOR: vllm/utils decorate_logs and _add_prefix (v0:
 #   vllm/executor/multiproc_worker_utils.py).
 PROCESS_RE = re.compile(r"^(?:\x1b\[[\d;]*m)*\([^()]*\bpid=\d+(?:, ip=(?P<host>[^)\s]+))?\)(?:\x1b\[[\d;]*m)* ")
+# - kubectl logs --prefix (a Kubeflow PyTorchJob's pods): "[pod/trainer-worker-1/pytorch] ", the pod for the node.
+POD_RE = re.compile(r"^\[pod/(?P<host>[^/\]\s]+)(?:/[^\]\s]*)?\] ")
 # - pdsh, DeepSpeed's multi-node launcher (deepspeed --hostfile: deepspeed/launcher/multinode_runner.py PDSHRunner),
 #   writes every line of a node's output as "node2: " + line (pdsh src/pdsh/dsh.c: out("%S: %s", host, buf)). srun
 #   --label's "0: " is no host: RANK_RE takes it.
@@ -36,12 +38,13 @@ PDSH_RE = re.compile(r"^(?!\d+: )(?P<host>[\w.-]+): ")
 # - glog's, which torch's C++ and (2.4 on) its Python logging use: "E0501 10:00:00.123000 140245 .../api.py:869] ";
 # - Python logging's usual formats: DeepSpeed's "[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:main] ",
 #   transformers' and LLaMA-Factory's "[INFO|trainer.py:2414] 2024-05-01 10:00:00,123 >> ", "2024-05-01
-#   10:00:00,123 - root - ERROR - " (torchtitan's behind "[titan] "), basicConfig's "ERROR:torch.distributed.run:".
+#   10:00:00,123 - root - ERROR - " (torchtitan's behind "[titan] "), torch 2.1-2.3's "[2023-11-28 09:52:03,012]
+#   torch.distributed.elastic.multiprocessing.api: [ERROR] ", basicConfig's "ERROR:torch.distributed.run:".
 LOGGING_RE = re.compile(
     r"^(?:[IWEFD]\d{4} [\d:.]+ +\d+ [^\]\s]+:\d+\] "
     r"|\[[A-Z]+\|[\w.-]+:\d+\] (?:[\d-]+ [\d:,.]+ >> ?)?"
     r"|\[[\w.-]+\] (?=\d{4}-\d\d-\d\d)"
-    r"|\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?(?: - (?:[\w.]+ - )?[A-Z]+ -| \[?[A-Z]+\]?)? (?:\[[\w.-]+:\d+(?::\w+)?\] )?"
+    r"|\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?(?: - (?:[\w.]+ - )?[A-Z]+ -| \[?[A-Z]+\]?| [\w.]+: \[[A-Z]+\])? (?:\[[\w.-]+:\d+(?::\w+)?\] )?"
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:)")
 
 
@@ -52,12 +55,12 @@ _LABEL_STARTS = frozenset("[( \t\x1b0123456789IWEFDC")
 def split(line: str) -> tuple[str, str]:
     """(the first rank or process label in front of the line, e.g. "[rank0]:", or ""; the line without colours and
     without the rank, process and logging labels in front of it, however many)."""
+    line = ANSI_RE.sub("", line) if "\x1b" in line else line
     if line[:1] not in _LABEL_STARTS:
         return "", line
-    line = ANSI_RE.sub("", line) if "\x1b" in line else line
     first = None
     while True:
-        for label in (RANK_RE, PROCESS_RE, LOGGING_RE):
+        for label in (RANK_RE, PROCESS_RE, POD_RE, LOGGING_RE):
             found = label.match(line)
             if found and found.end():
                 if first is None and label is not LOGGING_RE:

@@ -35,6 +35,8 @@ _SEEN_KEPT = 100000
 _FLOAT = r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
 _RECORD = "TRAINOPS {"
 _DIGIT_RE = re.compile(r"\d")
+# Every form read has one of these: a line without them is passed over at once.
+_WORTH_RE = re.compile(r"step|iter|batch|loss|epoch|\[|\|\d|TRAINOPS|total optim|val|test|sanity|predict|sav|ckpt", re.I)
 _LINE_ENDS_RE = re.compile(r"[\r\n]")
 _DECODER = json.JSONDecoder()
 # A line of evaluation, validation, testing or a sanity check: no training step or loss in it.
@@ -59,7 +61,11 @@ _EXPLICIT = (
     ("|loss:", re.compile(r"(?:^|\s)\d+\|(\d+)\|Loss:")),  # torchtune: EPOCH|STEP|Loss
     ("iteration", re.compile(r"\biteration\s*[=:]?\s*(\d+)\s*/\s*(\d+)")),  # Megatron-LM, Megatron-DeepSpeed, NeMo 2
     ("[batch=", re.compile(r"^\s*(?:\[epoch=\d+\])?\[batch=(\d+)/\d+\]:\s*$")),  # Composer's console logger: a step's block
+    ("num_updates", re.compile(r"\bnum_updates=(\d+)")),  # fairseq
 )
+# PyTorch's examples: ImageNet's "Epoch: [2][ 10/5005]" (counted per epoch), the CIFAR tutorial's "[2,  2000] loss:".
+_EPOCH_BATCH_RE = re.compile(r"Epoch: \[(\d+)\]\[\s*(\d+)/(\d+)\]")
+_TUTORIAL_RE = re.compile(r"^\[\s*\d+,\s*(\d+)\]\s+loss")
 # Composer before 0.12 put "[batch=N/M]: " before each value, N the batch under way: its loss is the (N+1)th step's.
 _COMPOSER_LINE_RE = re.compile(r"^\s*(?:\[epoch=\d+\])?\[batch=(\d+)/\d+\]:\s*\S")
 # Ray Train's driver counts its reports: the step only of a job whose workers print none of their own.
@@ -169,7 +175,8 @@ class Reader:
             return None, None
         if ("val" in low or "test" in low or "predict" in low or "sanity" in low) and _EVAL_RE.search(text):
             found = _BAR_RE.search(text)
-            self.evaluating = self.evaluating or not found
+            # A banner (no figures in it: "***** Running Evaluation *****") announces the evaluation's bars.
+            self.evaluating = self.evaluating or not _DIGIT_RE.search(text)
             # Lightning 1.x advances the epoch's bar through validation too, until the validation bar is full.
             self.validating = bool(found and found.group(2) and int(found.group(1)) < int(found.group(2)))
             return None, None
@@ -195,7 +202,7 @@ class Reader:
             composer = _COMPOSER_LINE_RE.match(text)
             if composer and not text.rstrip().endswith("]:"):
                 return int(composer.group(1)) + 1 if loss is not None else None
-        if "global_step" in low or "|loss:" in low or "iteration" in low or "[batch=" in low:
+        if "global_step" in low or "|loss:" in low or "iteration" in low or "[batch=" in low or "num_updates" in low:
             for word, pattern in _EXPLICIT:
                 found = pattern.findall(text) if word in low else None
                 if found:  # the newest, where a log lost a bar's carriage returns
@@ -207,6 +214,14 @@ class Reader:
                 # Not the step: the result table that follows repeats an earlier step's loss.
                 self.detached = not self.ray
                 return int(ray.group(1)) if self.ray else None
+        if "Epoch: [" in text:
+            found = _EPOCH_BATCH_RE.search(text)
+            if found:
+                return int(found.group(1)) * int(found.group(3)) + int(found.group(2))
+        if text.startswith("[") and "loss" in low:
+            found = _TUTORIAL_RE.match(text)
+            if found:
+                return int(found.group(1))
         if " [" in text:
             last = None
             for last in _BAR_RE.finditer(text):
@@ -297,15 +312,15 @@ class Progress:
     def _piece(self, segment: str) -> bool:
         if "estart" in segment and _RESTART_RE.search(segment):
             self.seen.clear()
-        if not _DIGIT_RE.search(segment):
-            if "valuat" in segment:  # a banner: the Trainer's evaluation bars that follow have no description
-                self.reader.read(segment)
-            return False
         step, loss = self.reader.plain_bar(segment), None
-        text = segment
         if step is None:
-            text = segment if _RECORD in segment else split(segment)[1]
-            step, loss = self.reader.read(text)
+            if not _DIGIT_RE.search(segment):
+                if "valuat" in segment:  # a banner: the Trainer's evaluation bars that follow have no description
+                    self.reader.read(segment)
+                return False
+            if not self.reader.pattern and not _WORTH_RE.search(segment):
+                return False  # no word any form has (most of a log: warnings, NCCL's lines, tracebacks)
+            step, loss = self.reader.read(segment if _RECORD in segment else split(segment)[1])
         record, points = self.record, self.record["points"]
         if self.reader.dropped is not None:
             for point in self.from_bars.pop(self.reader.dropped, []):

@@ -23,7 +23,7 @@ import base64
 import json
 import re
 
-from ansible_collections.trainops.cluster.plugins.module_utils._labels import LOGGING_RE, PDSH_RE, PROCESS_RE, RANK_RE
+from ansible_collections.trainops.cluster.plugins.module_utils._labels import LOGGING_RE, PDSH_RE, POD_RE, PROCESS_RE, RANK_RE
 
 _RECORD_MARK = "TRAINOPS {"
 _DECODER = json.JSONDecoder()
@@ -78,8 +78,8 @@ def _labels(lines):
     does, since an ordinary "Warning: ..." or "loss: 0.3" reads the same."""
     filled = [line for line in lines if line.strip()]
     if 2 * sum(1 for line in filled if PDSH_RE.match(line)) > len(filled):
-        return (PROCESS_RE, PDSH_RE)
-    return (PROCESS_RE,)
+        return (PROCESS_RE, POD_RE, PDSH_RE)
+    return (PROCESS_RE, POD_RE)
 
 
 def _unlabel(line, labels):

@@ -74,10 +74,10 @@ def stack_of(pid: int, tool: str | None) -> tuple:
 
 def kernel_view(pid: int) -> dict:
     """What the kernel shows of a rank without tracing it, read as the rank's own user where root may not (a node
-    without CAP_SYS_PTRACE): a child process takes its uid to read /proc."""
-    owner = os.stat("/proc/%d" % pid)
-    if os.geteuid() != 0 or owner.st_uid == 0:
-        return _ptrace.kernel_view(pid)
+    without CAP_SYS_PTRACE): a child process takes its uid to read /proc. Called with no other thread running."""
+    seen, owner = _ptrace.kernel_view(pid), os.stat("/proc/%d" % pid)
+    if seen["wchan"] or os.geteuid() != 0 or owner.st_uid == 0:
+        return seen
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child writes what it read
@@ -153,6 +153,7 @@ def diagnose(job: records.Job, stall: int, clock=time.time) -> dict:
         thread.start()
     for thread in threads:
         thread.join()
+    prober.join()  # a child process that reads as a rank's user is forked below: no thread of ours runs then
     listed = []
     for pid, env in found:
         entry = {"pid": pid, "state": state(pid), "command": cmdline(pid)[:300]}
@@ -166,7 +167,6 @@ def diagnose(job: records.Job, stall: int, clock=time.time) -> dict:
     for entry in listed:
         if entry.get("rank") in dumps:
             entry["flight_recorder"] = dumps[entry["rank"]]
-    prober.join()
     access = _ptrace.access()
     return {"node": job.node, "run_id": job.run_id, "stall": stall, "at": round(clock(), 3), "processes": listed,
             "gpus": gpus(), "unreached": {p: w for p, w in reached.items() if w}, "access": dict(access, grant=_ptrace.grant(access))}

@@ -56,6 +56,16 @@ def test_every_training_step_and_loss_of_a_public_log_is_read_and_nothing_else(n
       "iter 101: loss 3.4501, time 123.40ms, mfu 12.35%"], [[100, 3.4567], [101, 3.4501]]),
     # Ranks' lines run together behind their labels: each rank's number stays its own.
     (['[rank0]:step: 5  loss:  1.25[rank1]:step: 5  loss:  1.5', "[rank0]:step: 6  loss:  1.125"], [[5, 1.25], [6, 1.125]]),
+    # Forms as their code prints them: fairseq's train_inner line, PyTorch's ImageNet example (per epoch: 1 x 5005 + 10)
+    # and CIFAR tutorial, DeepSpeed-Chat's, OpenRLHF's bar, verl's key-value line, torchtitan in colour without a label.
+    (["2024-01-01 10:00:00 | INFO | train_inner | epoch 001:    100 / 1000 loss=2.345, nll_loss=2.1, ppl=4.3, num_updates=100, lr=0.0005",
+      "Epoch: [1][  10/5005]\tTime  0.512 ( 0.601)\tData  0.101 ( 0.203)\tLoss 6.9078e+00 (6.9082e+00)\tAcc@1   0.00 (  0.10)",
+      "Test: [ 10/196]\tTime  0.2\tLoss 6.9 (6.9)", "[2,  2000] loss: 1.304",
+      "Epoch: 0, Step: 3000, Rank: 0, loss = 2.25",
+      "Train epoch [1/3]:  10%|#         | 3010/30100 [00:10<01:30, 1.00it/s, gpt_loss=2.125, lr=1e-05]",
+      "step:3020 - actor/loss:0.5 - critic/score/mean:1.0",
+      "\x1b[31mstep: 3030  \x1b[32mloss:  8.1234  \x1b[33mmemory: 1.41GiB(1.79%)\x1b[39m"],
+     [[100, 2.345], [5015, 6.9078], [2000, 1.304], [3000, 2.25], [3010, 2.125], [3020, 0.5], [3030, 8.1234]]),
     # Settings that name steps are no steps.
     (["Gradient Accumulation steps = 8", "  Total optimization steps = 170", "max_steps: 100", "Training starts at step 1"], []),
 ])

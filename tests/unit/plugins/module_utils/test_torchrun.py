@@ -42,7 +42,8 @@ def test_parse_reads_the_failure_summary_of_a_killed_rank():
 
 @pytest.mark.parametrize('prefix', ['', '[default0]:', ' 0: ', '0: ', '[1,0]<stdout>:', '[rank0]: ', 'node2: ', 'node2: [rank0]: ',
                                     '(RayTrainWorker pid=8, ip=10.96.0.12) ', '\x1b[36m(RayWorkerWrapper pid=1234)\x1b[0m ',
-                                    '(VllmWorker rank=1 pid=12231) ', '\x1b[1;36m(VllmWorkerProcess pid=9)\x1b[0;0m '])
+                                    '(VllmWorker rank=1 pid=12231) ', '\x1b[1;36m(VllmWorkerProcess pid=9)\x1b[0;0m ',
+                                    '(head, rank=0, pid=1234) ', '[pod/trainer-worker-1/pytorch] '])
 def test_records_and_messages_parse_alike_behind_every_launchers_prefix(prefix):
     text = prefix + 'TRAINOPS {"event": "step", "step": 3, "loss": 0.5}\n' + prefix + (
         'RuntimeError: Timed out after 21 seconds waiting for clients. 2/3 clients joined.')
@@ -78,7 +79,9 @@ PDSH_EXIT = '\npdsh@node1: node2: ssh exited with exit code 1'
     lambda text: labelled(text, '(RayWorkerWrapper pid=1234) '),
     lambda text: labelled(text, '(VllmWorker rank=1 pid=12231) '),
     lambda text: labelled(text, '\x1b[1;36m(VllmWorkerProcess pid=9)\x1b[0;0m '),
-], ids=['pdsh', 'pdsh-torch-2.2', 'ray', 'ray-local', 'vllm', 'vllm-v0'])
+    lambda text: labelled(text, '(worker1, rank=1, pid=2345, ip=10.96.0.12) '),
+    lambda text: labelled(with_rank_labels(text), '[pod/trainer-worker-1/pytorch] '),
+], ids=['pdsh', 'pdsh-torch-2.2', 'ray', 'ray-local', 'vllm', 'vllm-v0', 'skypilot', 'kubectl'])
 def test_a_launchers_labels_do_not_change_what_the_log_says(relay):
     plain = torchrun.parse_output(fixture('killed-rank.log'))
     assert torchrun.parse_output(relay(fixture('killed-rank.log'))) == plain
@@ -92,6 +95,7 @@ def test_a_failure_without_a_host_takes_the_node_a_launchers_label_names():
     assert {f['host'] for f in torchrun.parse_output(labelled(text, 'node2: '))['failures']} == {'node2'}
     assert {f['host'] for f in torchrun.parse_output(labelled(text, '(RayTrainWorker pid=8, ip=10.96.0.12) '))['failures']} == {
         '10.96.0.12'}
+    assert {f['host'] for f in torchrun.parse_output(labelled(text, '[pod/trainer-worker-1/pytorch] '))['failures']} == {'trainer-worker-1'}
     # vLLM's labels name no node; the summary's own host wins over a label's.
     assert {f['host'] for f in torchrun.parse_output(labelled(text, '(VllmWorker rank=1 pid=12231) '))['failures']} == {None}
     assert {f['host'] for f in torchrun.parse_output(labelled(fixture('killed-rank.log'), 'node2: '))['failures']} == {'localhost'}
@@ -148,6 +152,7 @@ def test_a_relayed_failure_is_read_behind_its_logging_and_stream_labels(name):
 
 @pytest.mark.parametrize('prefix', ['E1210 12:17:49.123000 140245 torch/distributed/elastic/multiprocessing/api.py:869] ',
                                     '[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:main] ',
-                                    '2024-05-01 10:00:00,123 - ERROR - ', '[INFO|trainer.py:2414] 2024-05-01 10:00:00,123 >> '])
+                                    '2024-05-01 10:00:00,123 - ERROR - ', '[INFO|trainer.py:2414] 2024-05-01 10:00:00,123 >> ',
+                                    '[2023-11-28 09:52:03,012] torch.distributed.elastic.multiprocessing.api: [ERROR] '])
 def test_a_killed_ranks_summary_behind_a_logging_prefix_is_read_as_it_is_without(prefix):
     assert torchrun.parse_output(labelled(fixture('killed-rank.log'), prefix)) == torchrun.parse_output(fixture('killed-rank.log'))
