@@ -28,6 +28,10 @@ def train_status(nodes, reports, addresses, queue=None):
                        dict(queue) if queue else None)
 
 
+def llamafactory_resume(config, resume, command):
+    return llamafactory.resume_argument(dict(config), dict(resume), str(command))
+
+
 def llamafactory_paths(config):
     return llamafactory.node_paths(dict(config))
 
@@ -57,5 +61,6 @@ def llamafactory_space(config, mounts, model_files, assessment):
 class FilterModule:
     def filters(self):
         return {"train_preflight": train_preflight, "train_status": train_status, "llamafactory_paths": llamafactory_paths,
+                "llamafactory_resume": llamafactory_resume,
                 "llamafactory_findings": llamafactory_findings, "train_checkpoints": train_checkpoints,
                 "llamafactory_space": llamafactory_space}

@@ -140,3 +140,12 @@ def space(config, free, model_bytes, assessment):
         return ("output_dir %s has %s free, but the %s to come take about %s (each %s, %s)"
                 % (config.get("output_dir"), _gib(free), _checkpoints(count), _gib(need), _gib(each), how)), None
     return None, "checkpoint space: %s of %s (%s) fit in %s free" % (_checkpoints(count), _gib(each), how, _gib(free))
+
+
+def resume_argument(config, resume, command):
+    """What a start adds to LLaMA-Factory's command so that it resumes from the newest complete checkpoint (the Trainer
+    on its own takes the highest-numbered one, complete or not): " resume_from_checkpoint=<dir>/<latest>", or "" where
+    there is none or the command or config names one already."""
+    if not resume.get("latest") or "resume_from_checkpoint" in command or "resume_from_checkpoint" in config:
+        return ""
+    return " resume_from_checkpoint=%s/%s" % (resume["dir"], resume["latest"])

@@ -103,3 +103,11 @@ def test_free_space_of_the_deepest_mount():
     assert llamafactory.free_bytes(mounts, "/mnt/shared/out") == 5
     assert llamafactory.free_bytes(mounts, "/home/train") == 1
     assert llamafactory.free_bytes([], "/x") is None
+
+
+def test_a_start_resumes_from_the_newest_complete_checkpoint_unless_told_otherwise():
+    resume = {"dir": "/mnt/shared/out", "latest": "checkpoint-40"}
+    assert llamafactory.resume_argument({}, resume, "llamafactory-cli train x.yaml") == " resume_from_checkpoint=/mnt/shared/out/checkpoint-40"
+    assert llamafactory.resume_argument({}, dict(resume, latest=None), "llamafactory-cli train x.yaml") == ""
+    assert llamafactory.resume_argument({}, resume, "llamafactory-cli train x.yaml resume_from_checkpoint=/a") == ""
+    assert llamafactory.resume_argument({"resume_from_checkpoint": "/a"}, resume, "llamafactory-cli train x.yaml") == ""
