@@ -35,7 +35,9 @@ _DECODER = json.JSONDecoder()
 _STREAMS = ("stdout", "stderr")
 # The master's store gave up on the agents that never came: torch 1.13 (RuntimeError) and 2.x (DistStoreError).
 _CLIENTS_RE = re.compile(r'Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined')
-_ERROR_RE = re.compile(r'^(?:[\w.]+\.)?(?:\w*Error|\w*Exception|SystemExit)\b:? ?.*$')
+# An exception's own line: its name, alone or before a colon (not a log line that begins with the word, like torch's
+# "Error waiting on exit barrier", which its agent logs after a run that went well once the store is gone).
+_ERROR_RE = re.compile(r'^(?:[\w.]+\.)?(?:\w*Error|\w*Exception|SystemExit)(?::.*)?$')
 _FAILURE_START_RE = re.compile(r'^\[(\d+)\]:\s*$')
 _FAILURE_FIELD_RE = re.compile(r'^\s*(time|host|rank|exitcode|traceback)\s*:\s*(.*?)\s*$')
 _SIGNAL_RE = re.compile(r'Signal (\d+) \((SIG\w+)\)')

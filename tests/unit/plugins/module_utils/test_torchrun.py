@@ -156,3 +156,10 @@ def test_a_relayed_failure_is_read_behind_its_logging_and_stream_labels(name):
                                     '[2023-11-28 09:52:03,012] torch.distributed.elastic.multiprocessing.api: [ERROR] '])
 def test_a_killed_ranks_summary_behind_a_logging_prefix_is_read_as_it_is_without(prefix):
     assert torchrun.parse_output(labelled(fixture('killed-rank.log'), prefix)) == torchrun.parse_output(fixture('killed-rank.log'))
+
+
+def test_a_log_line_that_begins_with_error_is_no_exception():
+    # torch 2.6's agent logs this (glog's prefix) once the master's store is gone after a run that went well.
+    line = 'E1204 23:25:01.123000 140 torch/distributed/elastic/agent/server/api.py:1043] Error waiting on exit barrier. Elapsed: 0.0074 seconds'
+    parsed = torchrun.parse_output(fixture('allreduce-1node.log') + '\n' + line)
+    assert parsed['errors'] == [] and parsed['failures'] == []
