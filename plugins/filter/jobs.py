@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils import checkpoints, jobs, llamafactory
+from ansible_collections.trainops.cluster.plugins.module_utils import _checkpoints as checkpoints
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_b64
+from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs, llamafactory
 
 
 def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir, master_node=None):
@@ -23,9 +24,9 @@ def _json(text):
         return None  # not one JSON object (an older program's output, say): read as no report
 
 
-def train_status(nodes, reports, addresses, queue=None):
+def train_status(nodes, reports, addresses, queue=None, unreachable=None):
     return jobs.status(list(nodes), {node: _json(text) for node, text in dict(reports).items()}, dict(addresses),
-                       dict(queue) if queue else None)
+                       dict(queue) if queue else None, list(unreachable or []))
 
 
 def llamafactory_resume(config, resume, command):
@@ -48,7 +49,7 @@ def train_checkpoints(found, root, launch_env_b64):
                for f in (found or {}).get("files", []) if f["path"].startswith(root)]
     world = sum(int(read_env_b64(text).get("NPROC_PER_NODE") or 1) for text in dict(launch_env_b64).values() if text)
     assessment = checkpoints.assess(entries, world)
-    return dict(assessment, dir=root.rstrip("/"), messages=checkpoints.messages(assessment, root.rstrip("/")))
+    return dict(assessment, dir=root.rstrip("/"), world=world, messages=checkpoints.messages(assessment, root.rstrip("/")))
 
 
 def llamafactory_space(config, mounts, model_files, assessment):

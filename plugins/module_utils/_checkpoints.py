@@ -7,10 +7,14 @@ Two layouts: train_ddp.py's single files (``step-000030.pt``; a save in progress
 done) and the Hugging Face Trainer's directories that LLaMA-Factory writes (``checkpoint-30/``). The Trainer itself
 resumes from the highest-numbered directory whatever it holds (transformers' get_last_checkpoint), so a save that a
 dying rank left half-written is loaded and fails, or silently loses that rank's state.
+
+Node side: the job runner (roles/train/files/trainops_job links this file) judges the checkpoints a restart resumes
+from; the controller judges a start's and what collect copies. Standard library only.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 _DDP_RE = re.compile(r"^step-(\d+)\.pt(\.tmp)?$")
@@ -51,6 +55,22 @@ def _hf_problems(files, world_size):
         if missing:
             problems.append("rng_state of rank %s missing" % ", ".join(str(r) for r in missing))
     return problems
+
+
+def listing(root: str, depth: int = 3) -> list:
+    """[{path, size}] of the files under root (paths relative to it), as find lists a checkpoint directory."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        relative = os.path.relpath(folder, root)
+        if relative.count(os.sep) + 1 >= depth:
+            dirs[:] = []
+        for name in files:
+            path = os.path.join(folder, name)
+            try:
+                found.append({"path": os.path.normpath(os.path.join(relative, name)), "size": os.path.getsize(path)})
+            except OSError:
+                continue  # removed meanwhile (save_total_limit)
+    return found
 
 
 def assess(entries, world_size):

@@ -12,7 +12,8 @@ own and what follows it in the line is not part of it. A launcher that relays th
 outside those prefixes (pdsh's "node2: ", Ray's and vLLM's "(RayWorkerWrapper pid=1234, ip=10.0.0.2) "):
 parse_output takes the label off before it reads the line.
 
-Node side: shipped to the nodes inside the module that imports it (torchrun_run); the controller reads launch.env and
+Node side: shipped to the nodes inside the module that imports it (torchrun_run) and linked into the node program
+(trainops_job: its supervisor names the node that failed first before a restart); the controller reads launch.env and
 job logs with it too (filters jobs and launch, plugin_utils/jobs.py). plugin_utils/torchrun_verdict.py judges a launch
 across all nodes.
 """
@@ -23,7 +24,7 @@ import base64
 import json
 import re
 
-from ansible_collections.trainops.cluster.plugins.module_utils._labels import LOGGING_RE, PDSH_RE, POD_RE, PROCESS_RE, RANK_RE
+from ._labels import LOGGING_RE, PDSH_RE, POD_RE, PROCESS_RE, RANK_RE
 
 _RECORD_MARK = "TRAINOPS {"
 _DECODER = json.JSONDecoder()
@@ -46,6 +47,10 @@ _SIGNAL_RE = re.compile(r'Signal (\d+) \((SIG\w+)\)')
 _AGENT_FAILED_RE = re.compile(r'failed \(exitcode: (-?\d+)\) local_rank: (\d+)')
 _LAUNCHER_EXIT_RE = re.compile(r'exits with return code = (-?\d+)')
 _MAX_ERRORS = 5
+# Gloo's word for a peer that went away: names the peer's address ("Connection closed by peer [10.0.0.2]:19158",
+# "Read error [10.0.0.3]:13030: Connection reset by peer").
+_PEER_GONE_RE = re.compile(r'(?:closed by peer|Connection reset by peer) \[([0-9a-fA-F.:]+)\]|(?:Read|Write) error \[([0-9a-fA-F.:]+)\]:\d+: '
+                           r'Connection reset by peer')
 
 
 def _records(line):
@@ -145,6 +150,26 @@ def parse_output(text):
     # A summary cut off after its heading names nobody; without a summary, the launcher's own lines name who ended.
     parsed["failures"] = [f for f in parsed["failures"] if f["rank"] is not None or f["exitcode"] is not None] or ended
     return parsed
+
+
+def first_failed(failed: list, logs: dict, addresses: dict, ended: dict) -> str | None:
+    """Of the nodes whose part failed on its own, the one that failed first.
+
+    A node whose log says a rank died of a signal comes first; then a node that the others' logs name as the peer
+    that went away; then the one that ended first. Exit times alone mislead: the rank whose node lost a rank fails at
+    once, while torchrun's agent on the node of the dead rank notices it up to 5 s later.
+    """
+    if not failed:
+        return None
+    by_address = {address: node for node, address in addresses.items()}
+    killed = [n for n in failed if any(f["signal"] or (f["exitcode"] or 0) < 0 for f in parse_output("\n".join(logs.get(n) or []))["failures"])]
+    blamed = [by_address[a] for n in addresses for line in (logs.get(n) or []) for m in _PEER_GONE_RE.findall(line) for a in m if a in by_address]
+    # Equal end times (or none recorded) fall back to rank order, so the same logs always name the same node.
+    order = {node: index for index, node in enumerate(addresses)}
+    for candidates in (killed, [n for n in blamed if n in failed], blamed, failed):
+        if candidates:
+            return sorted(set(candidates), key=lambda n: (ended.get(n) or "", order.get(n, len(order))))[0]
+    return None
 
 
 def _failure_field(failure, key, value):

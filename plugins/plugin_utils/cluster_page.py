@@ -113,14 +113,14 @@ def ladder(verdicts):
 
 def _job_status(verdict):
     """A job's verdict (plugin_utils/jobs.status's words) on the page's scale, for its colour: FAIL when a node failed
-    or the supervisor stopped the job after a stall; PASS while it runs on every node or once it succeeded; WARN when
-    queued in Slurm, running on some nodes only or stalled (still running: it may yet move, or be restarted); a
-    stopped job or one that never started has no verdict (NOT RUN)."""
-    if verdict.startswith(("failed", "stopped after a stall")):
+    or the supervisor stopped the job (after a stall, or its guard instead of a restart); PASS while it runs on every
+    node or once it succeeded; WARN when queued in Slurm, running on some nodes only, stalled or restarting (it may
+    yet move); a job a user stopped or one that never started has no verdict (NOT RUN)."""
+    if verdict.startswith(("failed", "stopped after a stall", "stopped: ")):
         return FAIL
     if verdict in ("running", "succeeded"):
         return PASS
-    if verdict.startswith(("partly running", "queued", "stalled")):
+    if verdict.startswith(("partly running", "running on", "queued", "stalled", "restarting")):
         return WARN
     return MISSING
 

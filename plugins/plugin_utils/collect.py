@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils.checkpoints import HF_CHECKPOINT_RE, WEIGHT_SHARD_RE, WEIGHT_FILES
+from ansible_collections.trainops.cluster.plugins.module_utils._checkpoints import HF_CHECKPOINT_RE, WEIGHT_SHARD_RE, WEIGHT_FILES
 
 # rsync's own words for where data came from: sent as literal data, or matched in a file already at the destination.
 _STATS_RE = re.compile(r"^(Total file size|Total transferred file size|Literal data|Matched data): ([\d,.]+)")

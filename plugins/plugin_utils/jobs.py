@@ -6,15 +6,12 @@ report (the node program, roles/train/files/trainops_job, says how its part stan
 
 from __future__ import annotations
 
-import re
-
-from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import parse_output, read_env_b64
+from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
 # A node that gave no report of this start: its program not installed, or its part of an earlier start.
 NO_PART = "no part of this start"
-# Gloo's word for a peer that went away: names the peer's address.
-_PEER_GONE_RE = re.compile(r'(?:closed by peer|Connection reset by peer) \[([0-9a-fA-F.:]+)\]')
+UNREACHABLE = "unreachable from the controller: no report"
 
 
 def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir, master_node=None):
@@ -63,75 +60,71 @@ def progress_of(progress, now):
     return {"step": progress.get("step"), "logged_seconds_ago": round(max(0.0, now - progress["step_at"]), 1), "steps_per_minute": rate}
 
 
-def first_failed(failed: list, logs: dict, addresses: dict, ended: dict) -> str | None:
-    """Of the nodes whose part failed on its own, the one that failed first.
-
-    A node whose log says a rank died of a signal comes first; then a node that the others' logs name as the peer
-    that went away; then the one that ended first. Exit times alone mislead: the rank whose node lost a rank fails at
-    once, while torchrun's agent on the node of the dead rank notices it up to 5 s later.
-    """
-    if not failed:
-        return None
-    by_address = {address: node for node, address in addresses.items()}
-    killed = [n for n in failed if any(f["signal"] or (f["exitcode"] or 0) < 0 for f in parse_output("\n".join(logs.get(n) or []))["failures"])]
-    blamed = [by_address[a] for n in addresses for line in (logs.get(n) or []) for a in _PEER_GONE_RE.findall(line) if a in by_address]
-    # Equal end times (or none recorded) fall back to rank order, so the same logs always name the same node.
-    order = {node: index for index, node in enumerate(addresses)}
-    for candidates in (killed, [n for n in blamed if n in failed], blamed, failed):
-        if candidates:
-            return sorted(set(candidates), key=lambda n: (ended.get(n) or "", order.get(n, len(order))))[0]
-    return None
-
-
 def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events: list) -> str:
     states = {node: seen["state"] for node, seen in per_node.items()}
     running = [n for n, seen in per_node.items() if seen["running"]]
     queued = next((s for s in states.values() if s.startswith("queued")), None)
     if record is None:
         return "no such job"
+    # The supervisor's guard ended the job instead of restarting it (crash loop, restart limit, too few nodes).
+    guard = next((e.get("why") for e in reversed(events) if e.get("event") == "stop" and e.get("guard")), None)
     if first:
-        return "failed: %s failed first" % first
+        return "failed: %s failed first" % first + ("; not restarted: %s" % guard if guard else "")
     if queued:
         return "queued in Slurm (%s)" % queued[len("queued: "):]
+    waiting = [n for n, seen in per_node.items() if seen["restarting"]]
+    if waiting:
+        return "restarting: %s wait for the supervisor's restart" % ", ".join(waiting)
     if running and supervisor.get("state") == "stalled":
         return "stalled: no node logged a new step for %s s" % supervisor.get("stall_seconds")
+    if running and len(running) < len(states) and all(states[n].startswith("left out") for n in states if n not in running):
+        return "running on %d of %d nodes (%s left out)" % (len(running), len(states), ", ".join(n for n in states if n not in running))
     if running:
         return "running" if len(running) == len(states) else "partly running: %s" % ", ".join(n for n in states if n not in running)
     if all(seen["rc"] == 0 and not seen["stopped_by"] for seen in per_node.values()):
         return "succeeded"
+    if guard:
+        return "stopped: %s" % guard
     if any(e.get("event") == "stop" for e in events):
         return "stopped after a stall (train_on_stall)"
     return "stopped"
 
 
-def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = None) -> dict:
+def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = None, unreachable: list | None = None) -> dict:
     """One row per node and the job's verdict, from every node's report (trainops-job report: the node says how its
     part stands; the first node's also carries the job record and the supervisor's view).
 
     reports: {node: its report, or None where it gave none}; addresses: {node: cluster_ip}; queue: the Slurm batch job's
-    state ({SlurmState, SlurmReason}) where Slurm runs the job, else None. Returns {rows: [[node, state, step, logged,
+    state ({SlurmState, SlurmReason}) where Slurm runs the job, else None; unreachable: the nodes the controller could
+    not reach. Returns {rows: [[node, state, step, logged,
     steps/min, last line]], nodes: {node: {state, running, active (running or queued), failed, rc, stopped_by, ended,
     log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed, stall_seconds, note (the supervisor's, e.g. progress unknown),
-    events (this start's), diagnosis (the last stall's verdict), records ({name: kind} of the job's records, its
+    events (this start's), diagnosis (the last stall's verdict), starts ([{attempt, nodes, why}]: the start and every
+    restart on the cluster, each with its nodes), records ({name: kind} of the job's records, its
     folder's files that collect copies), dir (the job's folder)}.
     """
-    head = reports.get(nodes[0]) or {}
+    # The job's record and its supervisor's view, as the first node tells them (or any node, where it is gone).
+    head = next((r for r in [reports.get(nodes[0])] + [reports.get(n) for n in nodes[1:]] if r and r.get("job")), None) or {}
     record = head.get("job")
     run_id = (record or {}).get("run_id")
     supervisor = head.get("supervisor") or {}
     events = [e for e in (record or {}).get("events") or [] if e.get("run_id") == run_id]
+    # Nodes a restart went on without (they did not answer): gone, or back with no part of this start.
+    left = {e["node"]: e.get("why") for e in events if e.get("event") == "left out"}
     per_node, rows, logs = {}, [], {}
     for node in nodes:
         report = reports.get(node) or {}
         if report.get("run_id") != run_id:
             report = {}  # no part of this start on that node (yet): an earlier start's, or none
-        state = report.get("state") or NO_PART
+        state = report.get("state") or (UNREACHABLE if node in (unreachable or []) else NO_PART)
+        if node in left and not report.get("running"):
+            state = "left out: %s" % left[node]
         if (queue or {}).get("SlurmState") == "PENDING" and not report.get("ended"):
             state = "queued: %s" % (queue.get("SlurmReason") or "waiting")
         logs[node] = report.get("log") or []
         seen = progress_of(report.get("progress"), report.get("now") or 0.0)
         per_node[node] = dict(seen, state=state, running=bool(report.get("running")), active=bool(report.get("running")) or
-                              state.startswith("queued"), failed=bool(report.get("failed")),
+                              state.startswith("queued"), failed=bool(report.get("failed")), restarting=bool(report.get("restarting")),
                               rc=report.get("rc"), stopped_by=report.get("stopped_by"), ended=report.get("ended"), log=report.get("log_path"),
                               points=(report.get("progress") or {}).get("points") or [])
         rows.append([node, state] + ["-" if seen[key] is None else str(seen[key]) + unit for key, unit in
@@ -140,6 +133,26 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     first = first_failed([n for n, seen in per_node.items() if seen["failed"]], logs, addresses,
                          {n: seen["ended"] for n, seen in per_node.items()})
     diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == "diagnosis"), None)
+    note = supervisor.get("note")
+    if record is not None and not reports.get(nodes[0]):
+        note = "%s gave no report: the job's supervisor runs there, so no stall or failure is acted on while it is gone" % nodes[0]
     return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, per_node, first, supervisor, events), "first_failed": first,
-            "stall_seconds": supervisor.get("stall_seconds"), "note": supervisor.get("note"), "events": events, "diagnosis": diagnosis,
-            "records": head.get("records") or {}, "dir": head.get("dir")}
+            "stall_seconds": supervisor.get("stall_seconds"), "note": note, "events": events, "diagnosis": diagnosis,
+            "starts": starts(record, events), "starts_text": starts_text(starts(record, events)), "records": head.get("records") or {}, "dir": head.get("dir")}
+
+
+def starts_text(found: list) -> str | None:
+    """"restarted 2 times: on 3 nodes, then 3 (node2 failed), then 2 (a stall at step 40)", where it was restarted."""
+    if len(found) < 2:
+        return None
+    return "restarted %d time%s: on %d nodes, then %s" % (len(found) - 1, "" if len(found) == 2 else "s", len(found[0]["nodes"]),
+                                                          ", then ".join("%d (%s)" % (len(s["nodes"]), s["why"]) for s in found[1:]))
+
+
+def starts(record, events: list) -> list:
+    """Each start of the job's command, with its nodes (its world size): the first, then every restart's."""
+    if record is None:
+        return []
+    found = [{"attempt": 0, "nodes": record.get("nodes") or [], "why": "start"}]
+    return found + [{"attempt": e.get("attempt"), "nodes": e.get("nodes") or found[-1]["nodes"], "why": e.get("why")}
+                    for e in events if e.get("event") == "restart"]

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,23 @@ def training_interface(name):
     """The interface holding the node's cluster_ip: podman hands out eth0/eth1 in no fixed order."""
     out = connect(name).check_output("ip -o -4 addr show to %s/32", HOSTVARS[name]["cluster_ip"])
     return out.split()[1]
+
+
+def container(name):
+    """The podman container of an inventory node (tests/testbed/up.yml names them)."""
+    return "%s-%s" % (HOSTVARS[name]["testbed_name"], name)
+
+
+def power_on(name, tries=30):
+    """Starts a node's container again (stopped or killed) and waits for its sshd. A restart hands out the interfaces
+    anew (eth0/eth1 may swap) and rebinds /etc/hostname: site.yml repairs both, the caller runs it."""
+    subprocess.run(["podman", "start", container(name)], check=True, capture_output=True)
+    for dummy in range(tries):
+        if subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=2", "-o", "UserKnownHostsFile=%s" % (STATE / "known_hosts"),
+                           "-i", str(STATE / "id_ed25519"), "root@%s" % HOSTVARS[name]["ansible_host"], "true"],
+                          capture_output=True, check=False).returncode == 0:
+            return
+        time.sleep(2)
 
 
 @pytest.fixture(name="node")

@@ -74,9 +74,13 @@ def cluster_fixture(tmp_path):
         names = ["node%d" % (i + 1) for i in range(nodes)]
         job_dir, run_id = tmp_path / "jobs" / "j1", "run-%d-%d" % (os.getpid(), time.monotonic_ns())
         for name in names:
-            conf = {"job": "j1", "node": name, "nodes": names, "peers": {}, "user": getpass.getuser(), "job_dir": str(job_dir),
+            conf = {"job": "j1", "node": name, "nodes": names, "addresses": {n: "127.0.0.1" for n in names},
+                    "master_addr": "127.0.0.1", "user": getpass.getuser(),
+                    "job_dir": str(job_dir),
                     "run_id": run_id, "in_image": False, "launcher": ["env"], "run_opts": [], "command": command,
                     "supervisor": "detached", "max_restarts": 0, "checkpoint_dir": str(job_dir / "checkpoints"),
+                    "resume": {"dir": str(job_dir / "checkpoints"), "world": nodes, "argument": False},
+                    "on_failure": "stop", "restarts_without_progress": 3, "min_nodes": nodes,
                     "stop_grace": 3, "stop_timeout": 15, "fail_grace": 1, "on_stall": "report", "stall_seconds": 0,
                     "stall_floor": 120, "stall_factor": 10, "max_auto_restarts": 1, "flight_recorder_entries": 10,
                     "progress_pattern": None, "record": {"name": "j1", "command": command, "nodes": names}}

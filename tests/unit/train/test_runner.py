@@ -7,6 +7,8 @@ stop that lets the command end, a restart asked by the supervisor, a sweep, and 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -71,9 +73,10 @@ def test_the_supervisors_restart_starts_the_command_again_and_its_stop_ends_it(c
     assert node.run("start").returncode == 0
     wait_for(lambda: "attempt 0" in node.report()["log"], 10, "the first attempt")
     control = Path(node.conf["job_dir"]) / records.CONTROL_REQUEST
-    control.write_text(json.dumps({"run_id": node.conf["run_id"], "action": "restart", "id": 1}))
+    control.write_text(json.dumps({"run_id": node.conf["run_id"], "action": "restart", "id": 1, "nodes": ["node1"],
+                                   "why": "a stall at step 3 (train_on_stall: restart)"}))
     wait_for(lambda: "attempt 1" in node.report()["log"], 15, "the restart")
-    assert "trainops-job: restart 1 after a stall (train_on_stall: restart)" in node.report()["log"]
+    assert "trainops-job: restart 1 on node1 (a stall at step 3 (train_on_stall: restart))" in node.report()["log"]
     control.write_text(json.dumps({"run_id": node.conf["run_id"], "action": "stop", "id": 2}))
     record = wait_for(node.exit_record, 15, "the stop")
     assert record["stopped_by"] == records.STALL_STOP and node.report()["state"] == "stopped: stalled"
@@ -101,3 +104,65 @@ def test_a_bad_job_name_is_refused(cluster):
     node.conf["job"] = "../etc"
     run = node.run("report")
     assert run.returncode == 2 and "bad job name ../etc" in run.stderr
+
+
+def events(node):
+    return json.loads((Path(node.conf["job_dir"]) / records.JOB_RECORD).read_text())["events"]
+
+
+def test_a_failure_restarts_the_command_when_failures_restart(cluster):
+    """train_on_failure: restart. The first attempt fails; the supervisor restarts it; the second ends well."""
+    [node] = cluster('echo "attempt $TRAINOPS_ATTEMPT"; [ "$TRAINOPS_ATTEMPT" != 0 ] || exit 3', on_failure="restart")
+    assert node.run("start").returncode == 0
+    record = wait_for(lambda: (node.exit_record() or {}).get("final") and node.exit_record(), 40, "the final record")
+    assert record["rc"] == 0 and record["attempt"] == 1 and node.report()["state"] == "exited 0"
+    assert [e["event"] for e in events(node)] == ["failure", "restart"]
+    restart = events(node)[1]
+    assert restart["nodes"] == ["node1"] and restart["world"] == 1 and restart["why"] == "node1 failed first (train_on_failure: restart)"
+    assert "trainops-job: restart 1 on node1 (node1 failed first (train_on_failure: restart))" in node.report()["log"]
+
+
+def test_a_command_that_always_fails_is_stopped_as_a_crash_loop(cluster):
+    [node] = cluster("echo step 1 loss 0.5; exit 3", on_failure="restart", max_auto_restarts=5, restarts_without_progress=2)
+    assert node.run("start").returncode == 0
+    record = wait_for(lambda: (node.exit_record() or {}).get("final") and node.exit_record(), 60, "the final record")
+    assert record["rc"] == 3 and node.report()["state"] == "failed: exited 3" and node.report()["failed"]
+    kinds = [e["event"] for e in events(node)]
+    assert kinds == ["failure", "restart", "failure", "restart", "failure", "crash loop", "stop"], kinds
+    assert events(node)[-1]["why"] == "crash loop: 2 restarts, no checkpoint at all"
+
+
+def test_restarts_end_at_the_limit(cluster):
+    [node] = cluster("exit 3", on_failure="restart", max_auto_restarts=1)
+    assert node.run("start").returncode == 0
+    wait_for(lambda: (node.exit_record() or {}).get("final"), 40, "the final record")
+    assert [e["event"] for e in events(node)] == ["failure", "restart", "failure", "restart limit", "stop"]
+
+
+def test_a_restart_on_fewer_nodes_rewrites_their_ranks_and_the_master(cluster):
+    addresses = {"node1": "10.0.0.1", "node2": "10.0.0.2", "node3": "10.0.0.3"}
+    [node] = cluster("torchrun train.py", nodes=3, addresses=addresses, master_addr="10.0.0.1")[1:2]
+    from trainops_job import runner
+    job = records.Job(node.conf)
+    assert runner.command(job, job.nodes) == "torchrun train.py"
+    # node1, the master, left out: node2 is rank 0 of two, and the master.
+    assert runner.command(job, ["node2", "node3"]) == (
+        "NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.2 WORLD_SIZE=$((2 * ${NPROC_PER_NODE:-1})); "
+        "export NNODES NODE_RANK MASTER_ADDR WORLD_SIZE; torchrun train.py")
+    # node3 left out: the master stays on node1.
+    assert runner.command(job, ["node1", "node2"]).startswith("NNODES=2 NODE_RANK=1 MASTER_ADDR=10.0.0.1 ")
+    out = subprocess.run(["sh", "-c", runner.command(job, ["node2", "node3"]).replace("torchrun train.py", 'echo "$WORLD_SIZE"')],
+                         env={"NPROC_PER_NODE": "8", "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "16"
+
+
+def test_a_restart_resumes_a_trainer_from_its_newest_complete_checkpoint(cluster, tmp_path):
+    out = tmp_path / "out"
+    for step, files in ((10, ["model.safetensors", "optimizer.pt", "trainer_state.json"]), (20, ["model.safetensors"])):
+        (out / ("checkpoint-%d" % step)).mkdir(parents=True)
+        for name in files:
+            (out / ("checkpoint-%d" % step) / name).write_text("x")
+    [node] = cluster("llamafactory-cli train lf.yaml", resume={"dir": str(out), "world": 1, "argument": True})
+    from trainops_job import runner
+    job = records.Job(node.conf)
+    assert runner.command(job, job.nodes) == "llamafactory-cli train lf.yaml resume_from_checkpoint=%s/checkpoint-10" % out

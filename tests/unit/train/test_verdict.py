@@ -75,19 +75,34 @@ def test_where_names_a_collective_and_falls_back_to_the_innermost_frame():
     assert verdict.where(None) is None
 
 
-def test_a_stall_with_restart_is_recorded_and_asked_of_every_node(tmp_path):
-    conf = {"job": "ddp1", "node": "node1", "nodes": NODES, "run_id": "run-1", "job_dir": str(tmp_path), "user": getpass.getuser(),
-            "on_stall": "restart", "max_auto_restarts": 1}
-    job = records.Job(conf)
+class Probed(supervisor.Supervisor):
+    """The supervisor with its probe's answers given: {node: None (takes part) or why not}."""
+
+    answers = {}
+
+    def probe(self, nodes):
+        return {node: self.answers.get(node) for node in nodes}
+
+
+def stalled_job(tmp_path, **settings):
+    conf = dict({"job": "ddp1", "node": "node1", "nodes": NODES, "run_id": "run-1", "job_dir": str(tmp_path), "user": getpass.getuser(),
+                 "on_stall": "restart", "max_auto_restarts": 1, "restarts_without_progress": 3, "min_nodes": 3}, **settings)
     (tmp_path / "job.json").write_text(json.dumps({"name": "ddp1", "run_id": "run-1"}))
     for node, answer in recorded().items():
         (tmp_path / ("%s.diagnosis.json" % node)).write_text(json.dumps(dict(answer, run_id="run-1", stall=1)))
-    watching = supervisor.Supervisor(job, clock=lambda: 1000.0)
+    return records.Job(conf)
+
+
+def test_a_stall_with_restart_is_recorded_and_asked_of_every_node(tmp_path):
+    job = stalled_job(tmp_path)
+    watching = Probed(job, clock=lambda: 1000.0)
     watching.act((53, 16.0), 15.0)
     events = json.loads((tmp_path / "job.json").read_text())["events"]
     assert [e["event"] for e in events] == ["stall", "diagnosis", "restart"]
+    assert events[2]["nodes"] == NODES and events[2]["world"] == 3
     assert json.loads((tmp_path / "stall.json").read_text()) == {"run_id": "run-1", "stall": 1, "step": 53}
-    assert json.loads((tmp_path / "control.json").read_text()) == {"run_id": "run-1", "action": "restart", "id": 1}
+    assert json.loads((tmp_path / "control.json").read_text()) == {
+        "run_id": "run-1", "action": "restart", "id": 1, "nodes": NODES, "why": "a stall at step 53 (train_on_stall: restart)"}
     # The limit reached: the next stall stops the job instead.
     for node in NODES:
         path = tmp_path / ("%s.diagnosis.json" % node)
@@ -96,6 +111,26 @@ def test_a_stall_with_restart_is_recorded_and_asked_of_every_node(tmp_path):
     events = json.loads((tmp_path / "job.json").read_text())["events"]
     assert [e["event"] for e in events][3:] == ["stall", "diagnosis", "restart limit", "stop"]
     assert json.loads((tmp_path / "control.json").read_text())["action"] == "stop"
+
+
+def test_a_restart_leaves_out_a_node_that_does_not_answer_down_to_the_fewest_allowed(tmp_path):
+    job = stalled_job(tmp_path, min_nodes=2, max_auto_restarts=3)
+    Probed.answers = {"node3": "unreachable on the training network (timed out)"}
+    try:
+        watching = Probed(job, clock=lambda: 1000.0)
+        watching.restart("node3 failed first (train_on_failure: restart)")
+        events = json.loads((tmp_path / "job.json").read_text())["events"]
+        assert [(e["event"], e.get("node"), e.get("nodes")) for e in events] == [
+            ("left out", "node3", None), ("restart", None, ["node1", "node2"])]
+        assert json.loads((tmp_path / "control.json").read_text())["nodes"] == ["node1", "node2"]
+        # With node2 gone too, two nodes are too few.
+        Probed.answers = {"node2": "its runner does not answer (ssh: connect to host node2 port 22: No route to host)"}
+        watching.restart("node2 failed first (train_on_failure: restart)")
+        events = json.loads((tmp_path / "job.json").read_text())["events"]
+        assert [e["event"] for e in events][2:] == ["left out", "too few nodes", "stop"]
+        assert events[-1]["why"] == "1 of 2 nodes can take part, train_min_nodes is 2"
+    finally:
+        Probed.answers = {}
 
 
 def test_a_job_whose_steps_are_not_recognised_is_said_to_be_so():
@@ -201,3 +236,54 @@ def test_a_rank_whose_stack_could_not_be_read_is_not_blamed_for_being_elsewhere(
     found = verdict.verdict(53, answers, NODES)
     assert found["culprits"] == [{"rank": 1, "node": "node2", "why": "is stopped"}]
     assert "rank 2 waits in an unknown place (no stack: Error: Permission denied (os error 13))" in found["text"]
+
+
+def test_watch_ends_when_the_nodes_of_the_last_start_have_ended(tmp_path):
+    job = stalled_job(tmp_path)
+    for node in ("node1", "node2"):
+        (tmp_path / ("%s.exit" % node)).write_text(json.dumps({"node": node, "run_id": "run-1", "rc": 143, "final": True}))
+    # node3 was powered off: it never records its end.
+    assert supervisor.wait(job, 0, sleep=lambda s: None) == "watching"
+    (tmp_path / records.SUPERVISOR_VIEW).write_text(json.dumps({"run_id": "run-1", "nodes": ["node1", "node2"]}))
+    assert supervisor.wait(job, 0, sleep=lambda s: None) == "ended"
+
+
+def test_a_failure_restart_names_the_node_whose_rank_was_killed(tmp_path):
+    """Logs of a 3-node CPU job (molecule train) whose rank 1 on node2 was killed with SIGKILL: every node's torchrun
+    failed (ranks 0 and 2 lost their peer, "Connection closed by peer [10.98.0.12]"), node2's last."""
+    job = stalled_job(tmp_path, on_failure="restart", fail_grace=6, stop_grace=10, max_auto_restarts=3,
+                      addresses={n: "10.98.0.1%d" % (i + 1) for i, n in enumerate(NODES)})
+    for node, ended in zip(NODES, ("2026-12-04T23:49:00", "2026-12-04T23:49:05", "2026-12-04T23:49:00")):
+        (tmp_path / ("%s.log" % node)).write_text((ROOT / "tests/fixtures/torchrun/killed-rank-3-nodes" / ("%s.log" % node)).read_text())
+        (tmp_path / ("%s.exit" % node)).write_text(json.dumps({"node": node, "run_id": "run-1", "rc": 1, "attempt": 0, "final": False,
+                                                               "stopped_by": None, "ended": ended}))
+    Probed.answers = {}
+    Probed(job, clock=lambda: 1000.0).failure(1000.0)
+    failure, restart = json.loads((tmp_path / "job.json").read_text())["events"]
+    assert (failure["event"], failure["first"], failure["nodes"]) == ("failure", "node2", NODES)
+    assert (restart["event"], restart["why"], restart["nodes"]) == ("restart", "node2 failed first (train_on_failure: restart)", NODES)
+
+
+def test_a_node_powered_off_is_not_waited_for_and_is_named_first(tmp_path, monkeypatch):
+    """Logs of the 3-node CPU job (molecule train) whose node3 was powered off (its container killed): the ranks of node1
+    and node2 failed at once ("Read error [10.98.0.13]:13030: Connection reset by peer"); node3's part never ends. Once
+    fail fast had its time, node3 is found unreachable, named first and left out of the restart."""
+    job = stalled_job(tmp_path, on_failure="restart", fail_grace=6, stop_grace=10, max_auto_restarts=3, min_nodes=2,
+                      addresses={n: "10.98.0.1%d" % (i + 1) for i, n in enumerate(NODES)})
+    for node in ("node1", "node2"):
+        (tmp_path / ("%s.log" % node)).write_text((ROOT / "tests/fixtures/torchrun/node-powered-off" / ("%s.log" % node)).read_text())
+        (tmp_path / ("%s.exit" % node)).write_text(json.dumps({"node": node, "run_id": "run-1", "rc": 1, "attempt": 0, "final": False,
+                                                               "stopped_by": None, "ended": "2026-12-04T23:55:22"}))
+    asked = []
+    monkeypatch.setattr(diagnosis, "reach", lambda peers: asked.append(sorted(peers)) or {n: "timed out" for n in peers})
+    Probed.answers = {"node3": "unreachable on the training network (timed out)"}
+    watching = Probed(job, clock=lambda: 1000.0)
+    watching.failure(1000.0)
+    watching.failure(1003.0)
+    assert asked == [] and not json.loads((tmp_path / "job.json").read_text()).get("events")  # within fail fast's time
+    watching.failure(1006.0)  # fail fast's time passed: node3 is asked for, and does not answer
+    assert asked == [["node3"]]
+    failure, left, restart = json.loads((tmp_path / "job.json").read_text())["events"]
+    assert (failure["first"], failure["nodes"]) == ("node3", ["node1", "node2"])
+    assert (left["event"], left["node"]) == ("left out", "node3")
+    assert (restart["nodes"], restart["why"]) == (["node1", "node2"], "node3 failed first (train_on_failure: restart)")

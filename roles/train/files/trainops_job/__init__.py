@@ -6,12 +6,16 @@ standard-library Python program that owns the job's files (records.py names them
 /opt/trainops/lib with /usr/local/bin/trainops-job in front; the command line is cli.py's.
 
 records     the job's settings, folder and marks; the states and stop reasons
-runner      run: the command, fail fast, the supervisor's requests, a stop that lets the command end, the exit record
+runner      run: the command, fail fast, the supervisor's requests (stop, restart on the nodes it names), a stop that
+            lets the command end, the exit record
+health      this node's GPUs before and after an attempt: a fault that leaves the node out of a restart
 lifecycle   prepare, start (detached), stopping, stop, stop-local, sweep
 tee         the output into the node's log, its training steps (_progress) into the progress record
-supervisor  the first node's stall judge and its actions; wait (train_action=watch)
+supervisor  the first node's stall judge, a failure's restart and its guard (restart limit, crash loop, too few nodes),
+            the probe of every node before a restart; wait (train_action=watch)
 diagnosis   this node's part of a stall's diagnosis; verdict: the verdict across nodes
 report      this node's report: what the controller reads instead of the files
 Linked from plugins/module_utils (node side, shared): _progress and _labels (reading output), processes (ending a
-run's processes), _ptrace (whether stacks can be read).
+run's processes), _ptrace (whether stacks can be read), _flight_recorder (NCCL's dumps), _checkpoints (the newest
+complete checkpoint), gpu (Xid events, nvidia-smi's CSV).
 """

@@ -135,7 +135,7 @@ def diagnose(job: records.Job, stall: int, clock=time.time) -> dict:
     """This node's part of the stall's diagnosis."""
     tool = PY_SPY if os.access(PY_SPY, os.X_OK) else shutil.which("py-spy")
     reached = {}
-    prober = threading.Thread(target=lambda: reached.update(reach(job.conf["peers"])))
+    prober = threading.Thread(target=lambda: reached.update(reach(job.peers)))
     prober.start()
     found = [(p["pid"], environ(p["pid"])) for p in processes.find("TRAINOPS_RUN_ID", job.run_id, having="TRAINOPS_NODE=" + job.node)]
     ranks = [(pid, env) for pid, env in found if "RANK" in env and "LOCAL_RANK" in env]

@@ -22,6 +22,7 @@ def prepare(job: records.Job) -> None:
     job.remove(*(job.node_path(kind) for kind in ("exit", "stopped_by", "progress", "diagnosis")))
     job.unmark("stopping")
     job.unmark("pid")  # an earlier start's runner that ended without its record
+    job.unmark("attempt")
     if job.first:
         job.write(records.JOB_RECORD, dict(job.conf["record"], run_id=job.run_id, events=[]))
 
@@ -74,9 +75,10 @@ def stop(job: records.Job) -> dict:
     return dict(sweep(job), stopped=bool(pid), running=runner_pid(job) is not None)
 
 
-def stop_local(job: records.Job, by: str) -> None:
-    """A peer failed (it says so over SSH, as the training user): this node's part ends, unless it has ended already."""
-    if not job.exit_record():
+def stop_local(job: records.Job, by: str, attempt: str) -> None:
+    """A peer failed in an attempt (it says so over SSH, as the training user): this node's part of that attempt ends,
+    unless it has ended already. A word that comes late, once a restart's attempt runs here, is not for it."""
+    if job.attempt() == int(attempt) and not job.exit_record():
         job.write_text(job.node_path("stopped_by"), by + "\n")
         runner.Runner(job).end(runner_pid(job) or 0)
 

@@ -25,6 +25,8 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 # Why a node's part was stopped (its exit record's stopped_by): the name of the node that failed first, or one of these.
 USER_STOP = "train_action=stop"
 STALL_STOP = "train_on_stall=stop"
+# A restart went on without this node (it did not answer the supervisor's probe, or its GPU failed).
+LEFT_OUT = "left out"
 
 # The job's folder: the job record (the first node writes it, its supervisor adds events), the supervisor's view and
 # its requests (a stall every node answers, a stop or restart every node's part obeys), and each node's own files.
@@ -50,19 +52,15 @@ def now_iso() -> str:
 
 def state(exit_record: dict | None, running: bool, lost: bool = False) -> str:
     """How a node's part stands: running, not started, or how it ended (its exit record; lost: its runner ended
-    without one, killed say)."""
-    if running:
+    without one, killed say; an attempt's end that is not final waits for the supervisor's restart)."""
+    if running and not exit_record:
         return RUNNING
     if exit_record is None:
         return LOST if lost else NOT_STARTED
     by = exit_record.get("stopped_by")
-    if by == USER_STOP:
-        return "stopped"
-    if by == STALL_STOP:
-        return "stopped: stalled"
-    if by:
-        return "stopped: %s failed" % by
-    return "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"]
+    shown = {USER_STOP: "stopped", STALL_STOP: "stopped: stalled", LEFT_OUT: "stopped: left out of the restart"}.get(by) or (
+        "stopped: %s failed" % by if by else "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"])
+    return shown if exit_record.get("final", True) else shown + "; restart pending"
 
 
 def record_kind(name: str, nodes: list) -> str | None:
@@ -137,17 +135,26 @@ class Job:
     def exit_record(self, node: str | None = None) -> dict | None:
         return self.of_this_run(self.node_path("exit", node))
 
-    def failed_peer(self) -> str | None:
-        """The first peer whose part of this start failed on its own (its exit record)."""
+    def failed_peer(self, attempt: int = 0) -> str | None:
+        """The first peer whose part of this attempt failed on its own (its exit record)."""
         for peer in self.nodes:
             found = self.exit_record(peer) if peer != self.node else None
-            if found and found["rc"] != 0 and not found.get("stopped_by"):
+            if found and found.get("attempt", 0) == attempt and found["rc"] != 0 and not found.get("stopped_by"):
                 return peer
         return None
+
+    @property
+    def peers(self) -> dict:
+        """The other nodes' addresses on the training network."""
+        return {node: address for node, address in self.conf["addresses"].items() if node != self.node}
 
     def stopped_by_mark(self) -> str | None:
         """The node whose failure stopped this node's part (a peer said so: stop-local)."""
         return _text(self.node_path("stopped_by")) or None
+
+    def attempt(self) -> int:
+        """The attempt this node's runner runs: 0, then each restart's (the supervisor's request id)."""
+        return int(_text(self.run_path("attempt")) or 0)
 
     def stopping(self) -> bool:
         """train_action=stop marked this node's part (before any node was stopped) for this start."""

@@ -28,26 +28,29 @@ def log_tail(path: str, lines: int = LOG_LINES, chunk: int = 65536) -> list:
 
 
 def report(job: records.Job, clock=time.time) -> dict:
-    """{node, run_id, now, state, running, failed (ended non-zero on its own), rc, stopped_by, started, ended,
-    progress: {step, step_at, loss, points} or None, log: [last lines], log_path}, and on the first node the job
-    record (job: with its events), its folder (dir), the supervisor's view (supervisor) and the job's records ({name:
-    kind}, what collect copies)."""
-    running = lifecycle.runner_pid(job) is not None
+    """{node, run_id, now, state, running, failed (ended non-zero on its own, for good), rc, stopped_by, started, ended,
+    attempt, progress: {step, step_at, loss, points} or None, log: [last lines], log_path}, and the job's: its record
+    (job: with its events), its folder (dir), the supervisor's view (supervisor) and its records ({name: kind}, what
+    collect copies), read from shared storage by every node, so that any node tells them when the first is gone."""
+    alive = lifecycle.runner_pid(job) is not None
     ended = job.exit_record()
-    # The exit record is the node's word: a runner still telling its peers after its command ended has ended. A runner
-    # leaves its pid only when it was ended before it could record how its part ended.
-    lost = not running and ended is None and os.path.exists(job.run_path("pid"))
-    running = running and ended is None
+    final = ended is not None and ended.get("final", True)
+    # The exit record is the node's word: a runner still telling its peers after its command ended has ended; one that
+    # waits for the supervisor's restart has not. A runner leaves its pid only when it was ended before it could
+    # record how its part ended.
+    lost = not alive and not final and os.path.exists(job.run_path("pid"))
+    running = alive and not final
     out = {"node": job.node, "run_id": job.run_id, "now": round(clock(), 3), "state": records.state(ended, running, lost),
-           "running": running, "failed": lost or bool(ended and ended["rc"] != 0 and not ended.get("stopped_by")),
+           "running": running, "failed": lost or bool(final and ended["rc"] != 0 and not ended.get("stopped_by")),
+           "restarting": running and ended is not None,
+           "attempt": (ended or {}).get("attempt"),
            "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),
            "ended": (ended or {}).get("ended"), "progress": job.of_this_run(job.node_path("progress")),
            "log": log_tail(job.node_path("log")), "log_path": job.node_path("log")}
-    if job.first:
-        record = job.read(records.JOB_RECORD)
-        kinds = {name: records.record_kind(name, job.nodes) for name in _listing(job.dir)}
-        out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
-                   supervisor=job.of_this_run(records.SUPERVISOR_VIEW), records={n: k for n, k in sorted(kinds.items()) if k})
+    record = job.read(records.JOB_RECORD)
+    kinds = {name: records.record_kind(name, job.nodes) for name in _listing(job.dir)}
+    out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
+               supervisor=job.of_this_run(records.SUPERVISOR_VIEW), records={n: k for n, k in sorted(kinds.items()) if k})
     return out
 
 

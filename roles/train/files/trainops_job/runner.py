@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
-from . import processes, records
+from . import _checkpoints, health, processes, records
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+USER = records.USER_STOP
+# Seconds without a word of the supervisor (it looks every 2 s) before a node waiting for its restart gives up.
+SUPERVISOR_SILENCE = 60
 
 
 def program(*args: str) -> list[str]:
@@ -61,6 +65,50 @@ def job_env(job: records.Job, attempt: int) -> dict:
     }
 
 
+def command(job: records.Job, nodes: list) -> str:
+    """The command of an attempt: the start's, resuming from the newest complete checkpoint where the start added that
+    (LLaMA-Factory: its Trainer would take the highest-numbered one, complete or not), and on these nodes alone where a
+    restart left some out (NNODES, NODE_RANK, WORLD_SIZE and MASTER_ADDR for this attempt only, over the node's launch environment)."""
+    conf, text = job.conf, job.conf["command"]
+    resume = conf.get("resume") or {}
+    if resume.get("argument"):
+        latest = _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["latest"]
+        text += " resume_from_checkpoint=%s/%s" % (resume["dir"], latest) if latest else ""
+    if nodes != job.nodes:
+        # The rendezvous master stays where it was unless its node is the one left out: then the first node left serves.
+        master = conf["master_addr"] if conf["master_addr"] in [conf["addresses"][n] for n in nodes] else conf["addresses"][nodes[0]]
+        text = ('NNODES=%d NODE_RANK=%d MASTER_ADDR=%s WORLD_SIZE=$((%d * ${NPROC_PER_NODE:-1})); '
+                'export NNODES NODE_RANK MASTER_ADDR WORLD_SIZE; %s' % (len(nodes), nodes.index(job.node), master, len(nodes), text))
+    return text
+
+
+def gpu_free(run_id: str, seconds: float = 60.0, sleep=time.sleep) -> bool:
+    """Before a restart: until no GPU of this node holds memory for a process of the run, or for one that has ended
+    (its memory not freed yet); False after seconds. Nodes without nvidia-smi hold none."""
+    deadline = time.monotonic() + seconds
+    while shutil.which("nvidia-smi"):
+        try:
+            listed = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True,
+                                    text=True, timeout=20, check=False).stdout.split()
+        except (OSError, subprocess.TimeoutExpired):
+            return True  # the driver does not answer: the restart's own start will say more
+        held = [pid for pid in listed if pid.isdigit() and (not os.path.exists("/proc/" + pid) or run_id in _environ_text(pid))]
+        if not held:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        sleep(2)
+    return True
+
+
+def _environ_text(pid: str) -> str:
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def exit_status(returncode: int) -> int:
     """A shell's exit status: 128 + N for a command ended by signal N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -91,16 +139,20 @@ class Runner:
         self.stop = None
         self.child = self.tee = None
         self.helpers = []  # diagnoses under way: reaped as they end
+        self.gpus = None  # this node's GPUs as an attempt started (health.snapshot), where a restart may follow
 
     def _as_user(self) -> dict:
         user = self.job.user
         return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": os.getgrouplist(user.pw_name, user.pw_gid)} \
             if os.geteuid() == 0 and user.pw_uid != 0 else {}
 
-    def launch(self, attempt: int) -> None:
+    def launch(self, attempt: int, nodes: list) -> None:
         """The command, its output through the progress reader into the node's log (tee)."""
+        self.job.mark("attempt", str(attempt))
         conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt))
-        argv = list(conf["launcher"]) + ["sh", "-c", conf["command"]]
+        if "restart" in (conf.get("on_failure"), conf.get("on_stall")):
+            self.gpus = health.snapshot()
+        argv = list(conf["launcher"]) + ["sh", "-c", command(self.job, nodes)]
         ids = {}
         if conf["in_image"]:
             # The engine runs as root, the ranks as the training user (trainops-run --user). A restart's container has a
@@ -144,7 +196,7 @@ class Runner:
             self.stop.wait(min(0.5, max(0.0, deadline - time.monotonic())))
         return self.child.poll() is None
 
-    def _watch(self, handled: int | None, answered: int | None) -> tuple[dict | None, str | None, int | None]:
+    def _watch(self, attempt: int, handled: int | None, answered: int | None) -> tuple[dict | None, str | None, int | None]:
         """Until the command ends, a stop, the supervisor's request or a failed peer: (request, peer that failed)."""
         while self.child.poll() is None and not self.stop.asked:
             answered = self._answer_stall(answered)
@@ -152,7 +204,7 @@ class Runner:
             request = self._request(handled)
             if request:
                 return request, None, answered
-            peer = self.job.failed_peer()
+            peer = self.job.failed_peer(attempt)
             if peer:
                 # Time first for this node's torchrun to report its own ranks' end (its agent looks every 5 s): when this
                 # node's rank was the one that died, its part ends on its own, failed, and is not called stopped.
@@ -165,6 +217,27 @@ class Runner:
         # A peer's ranks ended by the supervisor's request may end this node's before this node reads it.
         return (None if self.stop.asked else self._request(handled)), None, answered
 
+    def _decision(self, handled: int | None) -> dict:
+        """After a failure (train_on_failure: restart): the supervisor's word once every part has ended (restart or stop),
+        a user's stop, or the supervisor's silence (its first node lost: no restart can come)."""
+        while not self.stop.asked and not self.job.stopping():
+            request = self._request(handled)
+            if request:
+                return request
+            view = self.job.of_this_run(records.SUPERVISOR_VIEW) or {}
+            if time.time() - (view.get("checked") or time.time()) > SUPERVISOR_SILENCE:
+                self.job.write_text(self.job.node_path("log"), "trainops-job: the supervisor on %s is silent: no restart will "
+                                    "come\n" % self.job.nodes[0], "a")
+                return {"action": "lost"}
+            self.stop.wait(1.0)
+        return {"action": "stop", "user": True}
+
+    def _record(self, attempt: int, started: str, rc: int, by: str | None, final: bool, faults: list | None = None) -> None:
+        """The exit record; gpu_faults: what this node's GPUs went through in the attempt (a restart leaves it out)."""
+        self.job.write(self.job.node_path("exit"), {"node": self.job.node, "rc": rc, "run_id": self.job.run_id, "attempt": attempt,
+                                                    "started": started, "ended": records.now_iso(), "stopped_by": by, "final": final,
+                                                    "gpu_faults": faults or []})
+
     def run(self) -> int:
         job = self.job
         self.stop = Wakeup()
@@ -176,34 +249,46 @@ class Runner:
             # controller's playbook, and ends with this runner.
             supervisor = subprocess.Popen(program("supervise", job.name, str(os.getpid())), env=helper_env(), cwd="/",
                                           stdin=subprocess.DEVNULL, **self._as_user())
-        attempt, handled, answered, by = 0, None, None, None
+        attempt, nodes, handled, answered = 0, list(job.nodes), None, None
         while True:
-            self.launch(attempt)
-            request, peer, answered = self._watch(handled, answered)
-            by = by or peer
-            if request:
-                handled = request["id"]
+            self.launch(attempt, nodes)
+            request, peer, answered = self._watch(attempt, handled, answered)
+            if request or self.stop.asked:  # the supervisor's stop or restart after a stall, or a user's stop
                 self.end()
-                self.child.wait()
-                self.tee.wait()
-                if request["action"] == "restart":
-                    attempt = request["id"]
-                    job.write_text(job.node_path("log"), "trainops-job: restart %d after a stall (train_on_stall: restart)\n"
-                                   % attempt, "a")
-                    continue
-                by = records.STALL_STOP
-            break
-        if self.stop.asked:
-            self.end()
-        rc = exit_status(self.child.wait())
-        self.tee.wait()
-        if self.stop.asked or job.stopping():
-            by = by or records.USER_STOP
-        by = job.stopped_by_mark() or by
-        job.write(job.node_path("exit"), {"node": job.node, "rc": rc, "run_id": job.run_id, "started": started,
-                                          "ended": records.now_iso(), "stopped_by": by})
-        if rc != 0 and not by:
-            self._tell_peers()
+            rc = exit_status(self.child.wait())
+            self.tee.wait()
+            user = self.stop.asked or job.stopping()
+            by = USER if user else (job.stopped_by_mark() or peer or (records.STALL_STOP if request else None))
+            # A part that failed, or was stopped by a peer's failure, waits for the supervisor's word where failures restart.
+            failure = not user and not request and (rc != 0 or by) and job.conf.get("on_failure") == "restart"
+            restart = request if request and request["action"] == "restart" else None
+            if not restart:
+                faults = health.faults(self.gpus, health.snapshot()) if failure else []
+                self._record(attempt, started, rc, by, final=not failure, faults=faults)
+            if rc != 0 and not by:
+                self._tell_peers(attempt)
+            if failure:
+                decided = self._decision(handled)
+                handled = decided.get("id", handled)
+                restart = decided if decided["action"] == "restart" else None
+                if not restart or job.node not in restart["nodes"]:
+                    reason = USER if decided.get("user") else records.LEFT_OUT if restart else None
+                    self._record(attempt, started, rc, by or reason, final=True)
+                    break
+            elif restart:
+                handled = restart["id"]
+                if job.node not in restart.get("nodes", job.nodes):
+                    self._record(attempt, started, rc, records.LEFT_OUT, final=True)
+                    break
+            else:
+                break
+            # The supervisor's restart: every node's part starts again, on the nodes it names.
+            attempt, nodes = restart["id"], restart.get("nodes") or list(job.nodes)
+            job.remove(job.node_path("stopped_by"), job.node_path("exit"))  # the new attempt's part has not ended
+            if not gpu_free(job.run_id):
+                job.write_text(job.node_path("log"), "trainops-job: GPU memory still held after 60 s; restarting anyway\n", "a")
+            job.write_text(job.node_path("log"), "trainops-job: restart %d on %s (%s)\n" % (
+                attempt, ", ".join(nodes), restart.get("why", "the supervisor's restart")), "a")
         if supervisor:
             supervisor.terminate()  # it writes its records whole (renamed into place): nothing is left half written
             supervisor.wait()
@@ -211,14 +296,15 @@ class Runner:
             if name.startswith("trainops-%s-%s-rank" % (job.run_id, job.node)) and name.endswith(".pipe"):
                 os.remove(os.path.join("/tmp", name))
         job.unmark("pid")
+        job.unmark("attempt")
         return rc
 
-    def _tell_peers(self) -> None:
+    def _tell_peers(self, attempt: int) -> None:
         """This node failed on its own: every peer ends its part now, told over SSH as the training user (quicker than
         its view of shared storage, which the exit record also tells it)."""
         time.sleep(self.job.conf["fail_grace"])  # as in _watch, for the peers' own reports
         tells = [subprocess.Popen(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", peer, "/usr/local/bin/trainops-job",
-                                   "stop-local", self.job.name, self.job.node],
+                                   "stop-local", self.job.name, self.job.node, str(attempt)],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   env=helper_env(), **self._as_user())
                  for peer in self.job.nodes if peer != self.job.node]

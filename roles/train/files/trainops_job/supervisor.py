@@ -3,20 +3,27 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The job's supervisor, on the first node, as the training user: every node's progress watched, a stall judged (no
 node logged a new step for the stall time), every node asked for its diagnosis, the verdict recorded, and what
-train_on_stall says done (report, stop, restart) without the controller. It also says when no step was recognised at
-all: a job whose trainer prints its steps in a form not read is never judged stalled."""
+train_on_stall says done (report, stop, restart) without the controller; a failed part (train_on_failure: restart)
+restarted from the newest complete checkpoint on the nodes that still answer, within the restart limit and short of a
+crash loop. It also says when no step was recognised at all: a job whose trainer prints its steps in a form not read
+is never judged stalled."""
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import sys
+import threading
 import time
 
-from . import records, verdict
+from . import _checkpoints, diagnosis, records, report, torchrun, verdict
 
 # Seconds every node has to answer a stall with its diagnosis; a node silent after that "stopped answering".
 DIAGNOSIS_WAIT = verdict.DIAGNOSIS_WAIT
+# Seconds a node has to report over SSH when a restart probes whether it can take part.
+PROBE_TIMEOUT = 20
 
 
 def stall_seconds(conf: dict, progresses: list) -> float:
@@ -57,49 +64,157 @@ class Supervisor:
         self.job, self.clock, self.sleep = job, clock, sleep
         watch = job.read(records.SUPERVISOR_VIEW, {})
         # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on).
-        fresh = {"run_id": job.run_id, "restarts": 0, "stalls": 0, "since": round(clock(), 3)}
+        fresh = {"run_id": job.run_id, "restarts": 0, "stalls": 0, "requests": 0, "attempt": 0, "nodes": list(job.nodes),
+                 "since": round(clock(), 3), "checkpoint": self.newest_checkpoint(), "without_progress": 0}
         self.watch = watch if watch.get("run_id") == job.run_id else fresh
 
     def progresses(self) -> list:
         return [p for p in (self.job.of_this_run(self.job.node_path("progress", n)) for n in self.job.nodes) if p]
 
-    def ended(self) -> list:
-        return [n for n in self.job.nodes if self.job.exit_record(n)]
+    def ended(self) -> dict:
+        """{node: its exit record} of the nodes whose part of the current attempt has ended."""
+        found = {n: self.job.exit_record(n) for n in self.watch["nodes"]}
+        return {n: r for n, r in found.items() if r and r.get("attempt", 0) == self.watch["attempt"]}
+
+    def newest_checkpoint(self) -> int | None:
+        """The step of the newest complete checkpoint the job's command resumes from, or None."""
+        resume = self.job.conf.get("resume") or {}
+        return _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["step"] if resume.get("dir") else None
 
     def diagnoses(self, stall: int, wait: float = DIAGNOSIS_WAIT) -> dict:
         """Every node's answer to the stall, waiting up to wait seconds; None for a node that did not answer."""
-        answers, deadline = {}, time.monotonic() + wait
+        nodes, answers, deadline = self.watch["nodes"], {}, time.monotonic() + wait
         while True:
-            for node in self.job.nodes:
+            for node in nodes:
                 found = self.job.of_this_run(self.job.node_path("diagnosis", node))
                 if found and found.get("stall") == stall:
                     answers[node] = found
-            if len(answers) == len(self.job.nodes) or time.monotonic() >= deadline:
-                return {node: answers.get(node) for node in self.job.nodes}
+            if len(answers) == len(nodes) or time.monotonic() >= deadline:
+                return {node: answers.get(node) for node in nodes}
             self.sleep(1)
 
+    def event(self, **event) -> None:
+        self.job.add_event(event, self.clock())
+
+    def request(self, action: str, **details) -> None:
+        """The word every node's runner reads (control request): stop, or restart on the nodes named."""
+        self.watch["requests"] += 1
+        self.job.write(records.CONTROL_REQUEST, dict(details, run_id=self.job.run_id, action=action, id=self.watch["requests"]))
+
     def act(self, stall: tuple, seconds: float) -> None:
-        """A stall: recorded, diagnosed on every node, and acted on (the control request every node's runner reads)."""
-        conf, job, watch = self.job.conf, self.job, self.watch
+        """A stall: recorded, diagnosed on every node, and acted on as train_on_stall says."""
+        job, watch = self.job, self.watch
         watch["stalls"] += 1
         step, idle = stall
-        job.add_event({"event": "stall", "step": step, "idle_seconds": idle, "stall_seconds": seconds}, self.clock())
+        self.event(event="stall", step=step, idle_seconds=idle, stall_seconds=seconds)
         job.write(records.STALL_REQUEST, {"run_id": job.run_id, "stall": watch["stalls"], "step": step})
-        found = verdict.verdict(step, self.diagnoses(watch["stalls"]), job.nodes)
-        job.add_event({"event": "diagnosis", "step": step, "verdict": found["text"], "culprits": found["culprits"]}, self.clock())
+        found = verdict.verdict(step, self.diagnoses(watch["stalls"]), watch["nodes"])
+        self.event(event="diagnosis", step=step, verdict=found["text"], culprits=found["culprits"])
         print(found["text"], flush=True)
-        action, limit = conf["on_stall"], int(conf["max_auto_restarts"])
-        if action == "restart" and watch["restarts"] >= limit:
-            action = "stop"
-            job.add_event({"event": "restart limit", "restarts": watch["restarts"], "limit": limit}, self.clock())
-        if action == "restart":
-            watch["restarts"] += 1
-            watch["restarted_at"] = round(self.clock(), 3)
-            job.add_event({"event": "restart", "attempt": watch["restarts"], "limit": limit}, self.clock())
-        elif action == "stop":
-            job.add_event({"event": "stop", "why": "stalled (train_on_stall: stop)"}, self.clock())
-        if action in ("stop", "restart"):
-            job.write(records.CONTROL_REQUEST, {"run_id": job.run_id, "action": action, "id": watch["stalls"]})
+        if job.conf["on_stall"] == "restart":
+            self.restart("a stall at step %s (train_on_stall: restart)" % step)
+        elif job.conf["on_stall"] == "stop":
+            self.event(event="stop", why="stalled (train_on_stall: stop)")
+            self.request("stop")
+
+    def failure(self, now: float) -> None:
+        """train_on_failure: restart. A part of the current attempt failed on its own: once every node's part has ended
+        (or has not within the time fail fast takes), the supervisor restarts the job or stops it."""
+        watch, ended = self.watch, self.ended()
+        failed = sorted(n for n, r in ended.items() if not r.get("final", True) and r["rc"] != 0 and not r.get("stopped_by"))
+        if not failed or watch.get("decided") == watch["attempt"]:
+            return
+        watch.setdefault("failed_at", now)
+        patience = self.job.conf["fail_grace"] + self.job.conf["stop_grace"] + 15
+        waiting = [n for n in watch["nodes"] if n not in ended]
+        if waiting and now - watch["failed_at"] < patience and not self.gone(waiting, now - watch["failed_at"]):
+            return  # the others' parts are still ending (fail fast)
+        watch["decided"] = watch["attempt"]
+        # The node that failed first, as status names it: a rank killed by a signal, else the peer the others' errors
+        # name (Gloo: "Connection closed by peer [addr]"), else the one that ended first.
+        logs = {n: report.log_tail(self.job.node_path("log", n)) for n in watch["nodes"]}
+        first = torchrun.first_failed(failed, logs, self.job.conf["addresses"], {n: ended[n].get("ended") for n in failed})
+        self.event(event="failure", attempt=watch["attempt"], nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
+        self.restart("%s failed first (train_on_failure: restart)" % first)
+
+    def gone(self, nodes: list, waited: float) -> bool:
+        """Whether every node still to end its part is unreachable on the training network (powered off, say): no part
+        of it will end there, so the others' need not wait out the patience. Asked once fail fast had its time."""
+        if waited < self.job.conf["fail_grace"]:
+            return False
+        others = {n: self.job.conf["addresses"][n] for n in nodes if n != self.job.node}
+        return len(others) == len(nodes) and all(diagnosis.reach(others).values())
+
+    def restart(self, why: str) -> None:
+        """Every node's part started again from the newest complete checkpoint, on the nodes that can take part; or the
+        job stopped: at its restart limit, in a crash loop, or with too few nodes left."""
+        conf, watch = self.job.conf, self.watch
+        limit, newest = int(conf["max_auto_restarts"]), self.newest_checkpoint()
+        if newest is not None and newest > (watch["checkpoint"] if watch["checkpoint"] is not None else -1):
+            watch["checkpoint"], watch["without_progress"] = newest, 0
+        if watch["restarts"] >= limit:
+            self.event(event="restart limit", restarts=watch["restarts"], limit=limit)
+            return self.stop("the restart limit (%d)" % limit)
+        if watch["without_progress"] >= int(conf["restarts_without_progress"]):
+            text = "crash loop: %d restarts, no checkpoint %s" % (
+                watch["without_progress"], "after step %s" % watch["checkpoint"] if watch["checkpoint"] is not None else "at all")
+            self.event(event="crash loop", restarts=watch["without_progress"], checkpoint=watch["checkpoint"], why=text)
+            return self.stop(text)
+        answers = self.gpu_faults(self.probe(watch["nodes"]))
+        nodes = [n for n in watch["nodes"] if answers[n] is None]
+        for node in watch["nodes"]:
+            if answers[node]:
+                self.event(event="left out", node=node, why=answers[node])
+        if len(nodes) < int(conf["min_nodes"]):
+            self.event(event="too few nodes", nodes=nodes, min_nodes=int(conf["min_nodes"]))
+            return self.stop("%d of %d nodes can take part, train_min_nodes is %d" % (len(nodes), len(watch["nodes"]), int(conf["min_nodes"])))
+        watch["restarts"] += 1
+        watch["without_progress"] += 1
+        watch["restarted_at"] = round(self.clock(), 3)
+        watch.pop("failed_at", None)
+        self.request("restart", nodes=nodes, why=why)
+        watch["attempt"], watch["nodes"] = watch["requests"], nodes
+        self.event(event="restart", attempt=watch["restarts"], limit=limit, nodes=nodes, world=len(nodes), why=why,
+                   checkpoint=watch["checkpoint"])
+        return None
+
+    def stop(self, why: str) -> None:
+        """The guard: no restart (its limit, a crash loop, too few nodes); every node's part ends for good."""
+        self.event(event="stop", why=why, guard=True)
+        self.request("stop")
+
+    def probe(self, nodes: list) -> dict:
+        """{node: None where it can take part, else why not}: reached on the training network (sshd's port, from this
+        node), its runner answering over SSH as the training user (its report: alive, the part not ended for good)."""
+        others = [n for n in nodes if n != self.job.node]
+        reached = diagnosis.reach({n: self.job.conf["addresses"][n] for n in others})
+        answers = {}
+
+        def ask(node):
+            try:
+                run = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", node, "/usr/local/bin/trainops-job",
+                                      "report", self.job.name], capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
+                answers[node] = json.loads(run.stdout) if run.returncode == 0 else (run.stderr.strip().splitlines() or ["ssh failed"])[-1]
+            except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
+                answers[node] = "no report within %d s" % PROBE_TIMEOUT if isinstance(exc, subprocess.TimeoutExpired) else str(exc)
+        threads = [threading.Thread(target=ask, args=(n,)) for n in others if not reached.get(n)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        out = {self.job.node: None} if self.job.node in nodes else {}
+        for node in others:
+            answer = answers.get(node)
+            out[node] = ("unreachable on the training network (%s)" % reached[node] if reached.get(node)
+                         else "its runner does not answer (%s)" % answer if not isinstance(answer, dict)
+                         else None if answer.get("running") else "its runner has ended (%s)" % answer.get("state"))
+        return out
+
+    def gpu_faults(self, answers: dict) -> dict:
+        """The probe's answers, with a node whose GPUs failed in the attempt that ended (its exit record: an Xid that takes
+        a GPU out of service, new uncorrected ECC errors) left out too."""
+        found = {n: (self.job.exit_record(n) or {}).get("gpu_faults") for n, why in answers.items() if why is None}
+        return dict(answers, **{n: "a GPU fault in the last attempt: %s" % "; ".join(f) for n, f in found.items() if f})
 
     def check(self, judged: tuple | None) -> tuple | None:
         """One look at every node's progress; returns the stall judged last, as (its last step's time, restarts)."""
@@ -115,6 +230,8 @@ class Supervisor:
             self.act(stall, seconds)
         if stall and judged == (last_step_at, watch["restarts"]):
             state = "stalled"
+        if self.job.conf.get("on_failure") == "restart":
+            self.failure(now)
         note = None if last_step_at else unknown(watch["since"], now, float(self.job.conf["stall_floor"]))
         watch.update(state=state, stall_seconds=seconds, last_step_at=last_step_at, checked=round(now, 3), note=note)
         self.job.write(records.SUPERVISOR_VIEW, watch)
@@ -140,12 +257,14 @@ def _alive(pid: int) -> bool:
 
 
 def wait(job: records.Job, seconds: float, sleep=time.sleep) -> str:
-    """train_action=watch: until every node's part has ended, the supervisor says stalled, or seconds pass."""
+    """train_action=watch: until every node's part has ended for good, the supervisor says stalled, or seconds pass."""
     deadline = time.monotonic() + seconds
     while True:
-        if all(job.exit_record(n) for n in job.nodes):
+        view = job.of_this_run(records.SUPERVISOR_VIEW) or {}
+        # A node a restart went on without (powered off, say) may never record its end: the nodes of the last start count.
+        if all((job.exit_record(n) or {}).get("final", False) for n in view.get("nodes") or job.nodes):
             return "ended"
-        if (job.of_this_run(records.SUPERVISOR_VIEW) or {}).get("state") == "stalled":
+        if view.get("state") == "stalled":
             return "stalled"
         if time.monotonic() >= deadline:
             return "watching"

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Which checkpoint a start resumes from: train_ddp.py's files and the Hugging Face Trainer's directories."""
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils.checkpoints import assess, messages
+from ansible_collections.trainops.cluster.plugins.module_utils._checkpoints import assess, messages
 
 # What transformers' Trainer writes for a LoRA run of 2 ranks (LLaMA-Factory's output_dir/checkpoint-N).
 HF_FILES = ["adapter_config.json", "adapter_model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state_0.pth",

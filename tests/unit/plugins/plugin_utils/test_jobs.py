@@ -164,3 +164,57 @@ def test_failed_nodes_without_end_times_are_named_in_rank_order():
     assert jobs.first_failed(['node2', 'node3'], {}, ADDRESSES, {'node2': None, 'node3': None}) == 'node2'
     # An end time still comes first.
     assert jobs.first_failed(['node1', 'node3'], {}, ADDRESSES, {'node1': '2026-12-01T12:44:29Z', 'node3': '2026-12-01T12:44:21Z'}) == 'node3'
+
+
+def test_a_job_restarting_after_a_failure_and_its_starts():
+    parts = reports(report('node1', 'failed: exited 1; restart pending', rc=1, restarting=True, failed=False), report('node2', restarting=True,
+                    state='stopped: node1 failed; restart pending', rc=143, stopped_by='node1'), report('node3', 'not started'))
+    assert jobs.status(NODES, parts, ADDRESSES)['verdict'] == "restarting: node1, node2 wait for the supervisor's restart"
+    record = dict(RECORD, nodes=NODES, events=[
+        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2'], 'why': 'node3 failed first (train_on_failure: restart)'}])
+    status = jobs.status(NODES, reports(*(report(n) for n in NODES), record=record), ADDRESSES)
+    assert status['starts'][1] == {'attempt': 1, 'nodes': ['node1', 'node2'], 'why': 'node3 failed first (train_on_failure: restart)'}
+    assert status['starts_text'] == 'restarted 1 time: on 3 nodes, then 2 (node3 failed first (train_on_failure: restart))'
+
+
+def test_without_the_first_node_the_job_is_told_by_the_others():
+    parts = reports(*(report(n) for n in NODES))
+    parts['node2'] = dict(parts['node2'], job=RECORD)
+    del parts['node1']
+    status = jobs.status(NODES, parts, ADDRESSES)
+    assert status['verdict'] == 'partly running: node1' and status['note'].startswith('node1 gave no report: the job\'s supervisor runs there')
+
+
+def test_a_node_a_restart_went_on_without_is_shown_left_out():
+    record = dict(RECORD, nodes=NODES, events=[
+        {'event': 'left out', 'run_id': RECORD['run_id'], 'node': 'node3', 'why': 'unreachable on the training network (timed out)'},
+        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2'], 'why': 'a stall at step 12'}])
+    parts = reports(report('node1'), report('node2'), record=record)
+    status = jobs.status(NODES, parts, ADDRESSES)
+    assert status['nodes']['node3']['state'] == 'left out: unreachable on the training network (timed out)'
+    assert status['verdict'] == 'running on 2 of 3 nodes (node3 left out)'
+    assert status['starts_text'] == 'restarted 1 time: on 3 nodes, then 2 (a stall at step 12)'
+
+
+def test_the_guard_that_stopped_a_failing_job_is_named_in_its_verdict():
+    why = 'crash loop: 3 restarts, no checkpoint after step 40'
+    record = dict(RECORD, nodes=NODES, events=[{'event': 'stop', 'run_id': RECORD['run_id'], 'why': why, 'guard': True}])
+    parts = reports(report('node1', 'failed: exited 1', rc=1), report('node2', 'stopped: node1 failed', rc=143, stopped_by='node1'),
+                    report('node3', 'stopped: node1 failed', rc=143, stopped_by='node1'), record=record)
+    assert jobs.status(NODES, parts, ADDRESSES)['verdict'] == 'failed: node1 failed first; not restarted: ' + why
+    # Stopped by the guard after a stall's restarts: no node failed on its own.
+    parts = reports(*(report(n, 'stopped: stalled', rc=143, stopped_by='train_on_stall=stop') for n in NODES),
+                    record=dict(record, events=[dict(record['events'][0], why='the restart limit (2)')]))
+    assert jobs.status(NODES, parts, ADDRESSES)['verdict'] == 'stopped: the restart limit (2)'
+
+
+def test_a_node_the_controller_cannot_reach_is_said_so_unless_a_restart_left_it_out():
+    parts = reports(report('node1'), report('node2'))
+    status = jobs.status(NODES, parts, ADDRESSES, unreachable=['node3'])
+    assert status['nodes']['node3']['state'] == 'unreachable from the controller: no report'
+    assert status['verdict'] == 'partly running: node3'
+
+
+def test_gloo_read_error_names_the_peer_that_went_away():
+    logs = {'node1': ['[rank0]: RuntimeError: [./gloo/transport/tcp/pair.cc:525] Read error [10.96.0.13]:13030: Connection reset by peer']}
+    assert jobs.first_failed(['node1', 'node2'], logs, ADDRESSES, {'node1': None, 'node2': None}) == 'node3'
