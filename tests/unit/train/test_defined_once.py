@@ -26,7 +26,7 @@ def defined():
              records.FLIGHT_RECORDER]
     suffixes = [pattern.replace("%s", "") for pattern in records.NODE_FILES.values()]
     states = [records.NOT_STARTED, records.LOST, records.state({"rc": 0}, False), records.state({"rc": 1, "stopped_by": records.STALL_STOP}, False)]
-    return names + [records.USER_STOP, records.STALL_STOP] + states, suffixes
+    return names + [records.USER_STOP, records.STALL_STOP, records.LEFT_OUT] + states, suffixes
 
 
 def literals():
@@ -58,7 +58,7 @@ def spelled(words, suffixes, found):
 
 def test_each_file_state_and_stop_reason_is_defined_in_records_alone():
     words, suffixes = defined()
-    assert len(words) + len(suffixes) == 17 and all(words + suffixes)
+    assert len(words) + len(suffixes) == 18 and all(words + suffixes)
     assert [(str(path.relative_to(ROOT)), text) for path, text in literals() if spelled(words, suffixes, text)] == []
 
 

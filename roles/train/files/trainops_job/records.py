@@ -26,7 +26,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 USER_STOP = "train_action=stop"
 STALL_STOP = "train_on_stall=stop"
 # A restart went on without this node (it did not answer the supervisor's probe, or its GPU failed).
-LEFT_OUT = "left out"
+LEFT_OUT = "left out of a restart"
 
 # The job's folder: the job record (the first node writes it, its supervisor adds events), the supervisor's view and
 # its requests (a stall every node answers, a stop or restart every node's part obeys), and each node's own files.
