@@ -23,8 +23,9 @@ from . import _checkpoints, health, processes, records
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER = records.USER_STOP
-# Seconds without a word of the supervisor (it looks every 2 s) before a node waiting for its restart gives up.
-SUPERVISOR_SILENCE = 60
+# Seconds without a word of the supervisor before a node waiting for its restart gives up. It looks every 2 s, but a
+# stall's diagnosis (30 s) and a restart's probe (up to 20 s per node, at once) hold it up in between.
+SUPERVISOR_SILENCE = float(os.environ.get("TRAINOPS_JOB_SUPERVISOR_SILENCE", 120))
 
 
 def program(*args: str) -> list[str]:
@@ -220,12 +221,14 @@ class Runner:
     def _decision(self, handled: int | None) -> dict:
         """After a failure (train_on_failure: restart): the supervisor's word once every part has ended (restart or stop),
         a user's stop, or the supervisor's silence (its first node lost: no restart can come)."""
+        waiting = time.time()
         while not self.stop.asked and not self.job.stopping():
             request = self._request(handled)
             if request:
                 return request
-            view = self.job.of_this_run(records.SUPERVISOR_VIEW) or {}
-            if time.time() - (view.get("checked") or time.time()) > SUPERVISOR_SILENCE:
+            # Its last look, or the start of this wait where it never looked (its node was gone from the start).
+            heard = max((self.job.of_this_run(records.SUPERVISOR_VIEW) or {}).get("checked") or 0, waiting)
+            if time.time() - heard > SUPERVISOR_SILENCE:
                 self.job.write_text(self.job.node_path("log"), "trainops-job: the supervisor on %s is silent: no restart will "
                                     "come\n" % self.job.nodes[0], "a")
                 return {"action": "lost"}
