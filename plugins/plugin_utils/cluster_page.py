@@ -113,10 +113,10 @@ def ladder(verdicts):
 
 def _job_status(verdict):
     """A job's verdict (plugin_utils/jobs.status's words) on the page's scale, for its colour: FAIL when a node failed
-    or the supervisor stopped the job (after a stall, or its guard instead of a restart); PASS while it runs on every
-    node or once it succeeded; WARN when queued in Slurm, running on some nodes only, stalled or restarting (it may
-    yet move); a job a user stopped or one that never started has no verdict (NOT RUN)."""
-    if verdict.startswith(("failed", "stopped after a stall", "stopped: ")):
+    or the supervisor stopped the job after a stall; PASS while it runs on every node or once it succeeded; WARN when
+    queued in Slurm, running on some nodes only, stalled or restarting (it may yet move); a job a user stopped or one
+    that never started has no verdict (NOT RUN)."""
+    if verdict.startswith(("failed", "stopped after a stall")):
         return FAIL
     if verdict in ("running", "succeeded"):
         return PASS

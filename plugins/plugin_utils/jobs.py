@@ -83,10 +83,8 @@ def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events
         return "running" if len(running) == len(states) else "partly running: %s" % ", ".join(n for n in states if n not in running)
     if all(seen["rc"] == 0 and not seen["stopped_by"] for seen in per_node.values()):
         return "succeeded"
-    if guard:
-        return "stopped: %s" % guard
     if any(e.get("event") == "stop" for e in events):
-        return "stopped after a stall (train_on_stall)"
+        return "stopped after a stall (train_on_stall)" + (": %s" % guard if guard else "")
     return "stopped"
 
 

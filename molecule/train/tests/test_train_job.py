@@ -218,7 +218,7 @@ def test_a_stall_restarts_every_node_from_the_checkpoint_then_stops_at_the_limit
     assert resumed["step"] % 5 == 0 and after[0] == resumed["step"] + 1, (resumed, after)
     train("-e", "train_job=stall", "-e", "train_action=status")
     report = json.loads((INVENTORY.parent / "reports" / "train-stall.json").read_text())
-    assert report["verdict"] == "stopped after a stall (train_on_stall)", report["verdict"]
+    assert report["verdict"] == "stopped after a stall (train_on_stall): the restart limit (1)", report["verdict"]
     assert {report["nodes"][n]["state"] for n in CLUSTER} == {"stopped: stalled"}
     assert "rank 2 (node3) is stopped" in report["diagnosis"]
     assert_nothing_left()

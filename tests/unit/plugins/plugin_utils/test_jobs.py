@@ -205,7 +205,7 @@ def test_the_guard_that_stopped_a_failing_job_is_named_in_its_verdict():
     # Stopped by the guard after a stall's restarts: no node failed on its own.
     parts = reports(*(report(n, 'stopped: stalled', rc=143, stopped_by='train_on_stall=stop') for n in NODES),
                     record=dict(record, events=[dict(record['events'][0], why='the restart limit (2)')]))
-    assert jobs.status(NODES, parts, ADDRESSES)['verdict'] == 'stopped: the restart limit (2)'
+    assert jobs.status(NODES, parts, ADDRESSES)['verdict'] == 'stopped after a stall (train_on_stall): the restart limit (2)'
 
 
 def test_a_node_the_controller_cannot_reach_is_said_so_unless_a_restart_left_it_out():
