@@ -36,9 +36,12 @@ _DECODER = json.JSONDecoder()
 _STREAMS = ("stdout", "stderr")
 # The master's store gave up on the agents that never came: torch 1.13 (RuntimeError) and 2.x (DistStoreError).
 _CLIENTS_RE = re.compile(r'Timed out after (\d+) seconds waiting for clients\. (\d+)/(\d+) clients joined')
-# An exception's own line: its name, alone or before a colon (not a log line that begins with the word, like torch's
-# "Error waiting on exit barrier", which its agent logs after a run that went well once the store is gone).
+# An exception's own line: its name, alone or before a colon (not a log line that begins with the word).
 _ERROR_RE = re.compile(r'^(?:[\w.]+\.)?(?:\w*Error|\w*Exception|SystemExit)(?::.*)?$')
+# torchrun's agent waits at an exit barrier only once its workers succeeded (torch/distributed/elastic/agent/server/
+# api.py, _invoke_run); where the master's store is already gone it logs this with the traceback of the store's
+# error ("DistNetworkError: Connection reset by peer"): a note after a run that went well, not a failure.
+_EXIT_BARRIER = "Error waiting on exit barrier"
 _FAILURE_START_RE = re.compile(r'^\[(\d+)\]:\s*$')
 _FAILURE_FIELD_RE = re.compile(r'^\s*(time|host|rank|exitcode|traceback)\s*:\s*(.*?)\s*$')
 _SIGNAL_RE = re.compile(r'Signal (\d+) \((SIG\w+)\)')
@@ -116,7 +119,7 @@ def parse_output(text):
     errors: the first distinct exception lines. clients: (joined, expected) when the master timed out waiting.
     """
     parsed = {"records": [], "failures": [], "errors": [], "clients": None}
-    failure, ended = None, []
+    failure, ended, barrier = None, [], False
     lines = (text or "").splitlines()
     labels = _labels(lines)
     for labelled in lines:
@@ -145,7 +148,13 @@ def parse_output(text):
         clients = _CLIENTS_RE.search(line)
         if clients:
             parsed["clients"] = (int(clients.group(2)), int(clients.group(3)))
-        if _ERROR_RE.match(line) and line not in parsed["errors"] and len(parsed["errors"]) < _MAX_ERRORS:
+        barrier = barrier or _EXIT_BARRIER in line
+        if not _ERROR_RE.match(line):
+            continue
+        if barrier:
+            # The barrier's traceback ends at its exception line.
+            barrier = False
+        elif line not in parsed["errors"] and len(parsed["errors"]) < _MAX_ERRORS:
             parsed["errors"].append(line)
     # A summary cut off after its heading names nobody; without a summary, the launcher's own lines name who ended.
     parsed["failures"] = [f for f in parsed["failures"] if f["rank"] is not None or f["exitcode"] is not None] or ended

@@ -3,6 +3,7 @@ the image), a job whose steps are not recognised said so until a pattern reads t
 stacks missing, what the kernel shows of its rank instead, and what to grant."""
 
 import json
+import os
 import subprocess
 import time
 
@@ -131,7 +132,9 @@ def test_the_stack_check_names_a_node_that_denies_ptrace(node):
                                "\"$@\"\\n' > %s && chmod 755 %s" % (wrapper, wrapper))
     try:
         run = subprocess.run([tool("ansible"), "-i", str(INVENTORY), "node2", "-m", "trainops.cluster.stack_access", "-a", "user=train",
-                              "-e", "ansible_python_interpreter=%s" % wrapper], capture_output=True, text=True, timeout=120, check=False)
+                              "-e", "ansible_python_interpreter=%s" % wrapper], capture_output=True, text=True, timeout=120, check=False,
+                             # molecule forces colour; the answer is read as JSON.
+                             env=dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1"))
     finally:
         node("node2").run("rm -f %s" % wrapper)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]

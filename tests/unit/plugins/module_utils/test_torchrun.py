@@ -163,3 +163,17 @@ def test_a_log_line_that_begins_with_error_is_no_exception():
     line = 'E1204 23:25:01.123000 140 torch/distributed/elastic/agent/server/api.py:1043] Error waiting on exit barrier. Elapsed: 0.0074 seconds'
     parsed = torchrun.parse_output(fixture('allreduce-1node.log') + '\n' + line)
     assert parsed['errors'] == [] and parsed['failures'] == []
+
+
+def test_the_exit_barriers_traceback_after_a_run_that_went_well_is_no_failure():
+    # Recorded in CI: the srun rung on node2 (torch 2.6, glog prefix); the master's store was gone when node2's agent
+    # reached the exit barrier, after its rank had reported its result.
+    parsed = torchrun.parse_output(fixture('exit-barrier-reset-srun.log'))
+    assert [r['event'] for r in parsed['records']] == ['start', 'result']
+    assert parsed['errors'] == [] and parsed['failures'] == []
+
+
+def test_an_error_after_the_exit_barriers_traceback_is_still_read():
+    later = 'RuntimeError: something else went wrong'
+    parsed = torchrun.parse_output(fixture('exit-barrier-reset-srun.log') + '\n' + later)
+    assert parsed['errors'] == [later]
