@@ -60,16 +60,17 @@ def progress_of(progress, now):
     return {"step": progress.get("step"), "logged_seconds_ago": round(max(0.0, now - progress["step_at"]), 1), "steps_per_minute": rate}
 
 
-def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events: list) -> str:
+def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events: list, unsupervised: str | None = None) -> str:
     states = {node: seen["state"] for node, seen in per_node.items()}
     running = [n for n, seen in per_node.items() if seen["running"]]
     queued = next((s for s in states.values() if s.startswith("queued")), None)
     if record is None:
         return "no such job"
     # The supervisor's guard ended the job instead of restarting it (crash loop, restart limit, too few nodes).
-    guard = next((e.get("why") for e in reversed(events) if e.get("event") == "stop" and e.get("guard")), None)
-    if first:
-        return "failed: %s failed first" % first + ("; not restarted: %s" % guard if guard else "")
+    # Or no restart can come: the supervisor's node is gone while parts wait for its word, or ended without it.
+    guard = next((e.get("why") for e in reversed(events) if e.get("event") == "stop" and e.get("guard")), None) or unsupervised
+    if first or unsupervised:
+        return ("failed: %s failed first" % first if first else "failed") + ("; not restarted: %s" % guard if guard else "")
     if queued:
         return "queued in Slurm (%s)" % queued[len("queued: "):]
     waiting = [n for n, seen in per_node.items() if seen["restarting"]]
@@ -95,7 +96,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     reports: {node: its report, or None where it gave none}; addresses: {node: cluster_ip}; queue: the Slurm batch job's
     state ({SlurmState, SlurmReason}) where Slurm runs the job, else None; unreachable: the nodes the controller could
     not reach. Returns {rows: [[node, state, step, logged,
-    steps/min, last line]], nodes: {node: {state, running, active (running or queued), failed, rc, stopped_by, ended,
+    steps/min, last line]], nodes: {node: {state, running, active (running or queued), failed, rc, stopped_by, ended, not_restarted,
     log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed, stall_seconds, note (the supervisor's, e.g. progress unknown),
     events (this start's), diagnosis (the last stall's verdict), starts ([{attempt, nodes, why}]: the start and every
     restart on the cluster, each with its nodes), records ({name: kind} of the job's records, its
@@ -124,6 +125,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         per_node[node] = dict(seen, state=state, running=bool(report.get("running")), active=bool(report.get("running")) or
                               state.startswith("queued"), failed=bool(report.get("failed")), restarting=bool(report.get("restarting")),
                               rc=report.get("rc"), stopped_by=report.get("stopped_by"), ended=report.get("ended"), log=report.get("log_path"),
+                              not_restarted=report.get("not_restarted"),
                               points=(report.get("progress") or {}).get("points") or [])
         rows.append([node, state] + ["-" if seen[key] is None else str(seen[key]) + unit for key, unit in
                                      (("step", ""), ("logged_seconds_ago", " s ago"), ("steps_per_minute", ""))]
@@ -131,10 +133,12 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     first = first_failed([n for n, seen in per_node.items() if seen["failed"]], logs, addresses,
                          {n: seen["ended"] for n, seen in per_node.items()})
     diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == "diagnosis"), None)
-    note = supervisor.get("note")
+    note, unsupervised = supervisor.get("note"), None
     if record is not None and not reports.get(nodes[0]):
         note = "%s gave no report: the job's supervisor runs there, so no stall or failure is acted on while it is gone" % nodes[0]
-    return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, per_node, first, supervisor, events), "first_failed": first,
+        if any(seen["restarting"] or seen["not_restarted"] for seen in per_node.values()):
+            unsupervised = "%s, where the supervisor runs, gave no report" % nodes[0]
+    return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, per_node, first, supervisor, events, unsupervised), "first_failed": first,
             "stall_seconds": supervisor.get("stall_seconds"), "note": note, "events": events, "diagnosis": diagnosis,
             "starts": starts(record, events), "starts_text": starts_text(starts(record, events)), "records": head.get("records") or {}, "dir": head.get("dir")}
 

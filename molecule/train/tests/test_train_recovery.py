@@ -1,9 +1,11 @@
 """Recovery on the cluster, with no controller attached (the supervisor on node1 acts on its own): a killed rank brings
 the job back on every node from its newest complete checkpoint (train_on_failure: restart); a command that always
 fails is stopped by the crash-loop guard, with that verdict; a node powered off mid-job (its container killed) is left
-out and the job goes on, on the two nodes left (train_min_nodes: 2). Nothing of a job is left on any node after each
+out and the job goes on, on the two nodes left (train_min_nodes: 2); the first node powered off ends the supervision,
+and the others' parts end saying so, collect going on from node2. Nothing of a job is left on any node after each
 case. The times go to scripts/benchmark (timed); the waits here are never-hang bounds."""
 
+import datetime
 import json
 import subprocess
 import time
@@ -138,6 +140,55 @@ def test_a_node_powered_off_is_left_out_and_the_job_goes_on_on_the_nodes_left(no
         # the job's containers with it in this harness (podman inside podman, cgroup v1).
         train("-e", "train_job=poweroff", "-e", "train_action=stop")
         power_on("node3")
+        repaired = playbook("site.yml", "--skip-tags", "verify", timeout=1200)
+        assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert_nothing_left()
+
+
+def final_records(job, nodes):
+    """{node: its exit record} where the node's part has ended for good in this start."""
+    run_id = json.loads((SHARED / "jobs" / job / "job.json").read_text())["run_id"]
+    found = {}
+    for name in nodes:
+        path = SHARED / "jobs" / job / ("%s.exit" % name)
+        record = json.loads(path.read_text()) if path.exists() else {}
+        if record.get("run_id") == run_id and record.get("final"):
+            found[name] = record
+    return found
+
+
+def test_the_first_node_powered_off_ends_the_supervision_and_says_so(node, assert_nothing_left):
+    """node1's container killed: the supervisor runs there, so no restart can come. node2's and node3's parts fail
+    (their peer went away), wait for the supervisor's word for train_supervisor_silence (20 s here), then end for good
+    and say why; status, told by node2, says the job failed and was not restarted because of node1; collect copies the
+    job's records and newest checkpoint from node2. node1 is brought back and repaired by site.yml afterwards."""
+    start("headless", train_supervisor_silence=20)
+    wait_for(lambda: len(points("headless")) >= 12, 90, "twelve steps")
+    subprocess.run(["podman", "kill", container("node1")], check=True, capture_output=True)
+    killed = time.time()
+    others = ["node2", "node3"]
+    try:
+        wait_for(lambda: len(final_records("headless", others)) == 2, 180, "node2's and node3's parts ended for good")
+        ended = final_records("headless", others)
+        timed("the first node powered off: the others' parts ended",
+              max(datetime.datetime.fromisoformat(r["ended"]).timestamp() for r in ended.values()) - killed)
+        assert all(r["rc"] != 0 and r["not_restarted"] == "the supervisor is silent" for r in ended.values()), ended
+        for name in others:
+            assert "the supervisor on node1 is silent: no restart will come" in (SHARED / "jobs" / "headless" / ("%s.log" % name)).read_text()
+        run, report = status("headless")
+        assert run.returncode != 0 and report["first_failed"] == "node1", report
+        assert report["verdict"] == "failed: node1 failed first; not restarted: node1, where the supervisor runs, gave no report"
+        assert report["note"].startswith("node1 gave no report: the job's supervisor runs there")
+        assert report["nodes"]["node2"]["state"].endswith("; not restarted: the supervisor is silent"), report["nodes"]["node2"]
+        # collect goes on from node2 (ansible-playbook's rc 4: node1 unreachable), each file checked by sha256.
+        run = train("-e", "train_job=headless", "-e", "train_action=collect")
+        assert run.returncode == 4 and "each verified by sha256 on the node and at the destination" in run.stdout, run.stdout[-3000:]
+        dest, job_dir = INVENTORY.parent / "reports" / "collected" / "headless", SHARED / "jobs" / "headless"
+        newest = sorted((job_dir / "checkpoints").glob("step-*.pt"))[-1]
+        for name in ["job.json", "node2.log", "node2.exit", "node3.exit", "checkpoints/" + newest.name]:
+            assert (dest / name).read_bytes() == (job_dir / name).read_bytes(), name
+    finally:
+        power_on("node1")
         repaired = playbook("site.yml", "--skip-tags", "verify", timeout=1200)
         assert repaired.returncode == 0, repaired.stdout[-3000:]
     assert_nothing_left()

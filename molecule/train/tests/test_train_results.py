@@ -127,7 +127,7 @@ def empty_fixture():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-e", "train_job=nosuch"], "no such job: nosuch (node1 has no job of that name)"),
+    (["-e", "train_job=nosuch"], "no such job: nosuch (no job of that name on node1, node2, node3)"),
     (["-e", "train_collect_dest=nosuchhost.invalid:/results"],
      "train_collect_dest nosuchhost.invalid:/results cannot be used from node1 as train: ssh: Could not resolve hostname"),
     (["-e", "train_collect_dest=/proc/results"], "train_collect_dest /proc/results cannot be used: "),

@@ -81,7 +81,8 @@ def cluster_fixture(tmp_path):
                     "supervisor": "detached", "max_restarts": 0, "checkpoint_dir": str(job_dir / "checkpoints"),
                     "resume": {"dir": str(job_dir / "checkpoints"), "world": nodes, "argument": False},
                     "on_failure": "stop", "restarts_without_progress": 3, "min_nodes": nodes,
-                    "stop_grace": 3, "stop_timeout": 15, "fail_grace": 1, "on_stall": "report", "stall_seconds": 0,
+                    "stop_grace": 3, "stop_timeout": 15, "fail_grace": 1, "supervisor_silence": 120,
+                    "on_stall": "report", "stall_seconds": 0,
                     "stall_floor": 120, "stall_factor": 10, "max_auto_restarts": 1, "flight_recorder_entries": 10,
                     "progress_pattern": None, "record": {"name": "j1", "command": command, "nodes": names}}
             conf.update(settings)

@@ -27,6 +27,9 @@ USER_STOP = "train_action=stop"
 STALL_STOP = "train_on_stall=stop"
 # A restart went on without this node (it did not answer the supervisor's probe, or its GPU failed).
 LEFT_OUT = "left out of a restart"
+# Why a failed part ended for good with no restart (its exit record's not_restarted): the supervisor, on the first
+# node, gave no word for train_supervisor_silence (its node lost).
+SUPERVISOR_SILENT = "the supervisor is silent"
 
 # The job's folder: the job record (the first node writes it, its supervisor adds events), the supervisor's view and
 # its requests (a stall every node answers, a stop or restart every node's part obeys), and each node's own files.
@@ -60,6 +63,8 @@ def state(exit_record: dict | None, running: bool, lost: bool = False) -> str:
     by = exit_record.get("stopped_by")
     shown = {USER_STOP: "stopped", STALL_STOP: "stopped: stalled", LEFT_OUT: "stopped: left out of the restart"}.get(by) or (
         "stopped: %s failed" % by if by else "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"])
+    if exit_record.get("not_restarted"):
+        return shown + "; not restarted: %s" % exit_record["not_restarted"]
     return shown if exit_record.get("final", True) else shown + "; restart pending"
 
 

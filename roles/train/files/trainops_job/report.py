@@ -29,9 +29,10 @@ def log_tail(path: str, lines: int = LOG_LINES, chunk: int = 65536) -> list:
 
 def report(job: records.Job, clock=time.time) -> dict:
     """{node, run_id, now, state, running, failed (ended non-zero on its own, for good), rc, stopped_by, started, ended,
-    attempt, progress: {step, step_at, loss, points} or None, log: [last lines], log_path}, and the job's: its record
-    (job: with its events), its folder (dir), the supervisor's view (supervisor) and its records ({name: kind}, what
-    collect copies), read from shared storage by every node, so that any node tells them when the first is gone."""
+    not_restarted (why a failed part ended with no restart), attempt, progress: {step, step_at, loss, points} or None,
+    log: [last lines], log_path}, and the job's: its record (job: with its events), its folder (dir), the supervisor's
+    view (supervisor) and its records ({name: kind}, what collect copies), read from shared storage by every node, so
+    that any node tells them when the first is gone."""
     alive = lifecycle.runner_pid(job) is not None
     ended = job.exit_record()
     final = ended is not None and ended.get("final", True)
@@ -45,8 +46,8 @@ def report(job: records.Job, clock=time.time) -> dict:
            "restarting": running and ended is not None,
            "attempt": (ended or {}).get("attempt"),
            "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),
-           "ended": (ended or {}).get("ended"), "progress": job.of_this_run(job.node_path("progress")),
-           "log": log_tail(job.node_path("log")), "log_path": job.node_path("log")}
+           "ended": (ended or {}).get("ended"), "not_restarted": (ended or {}).get("not_restarted"),
+           "progress": job.of_this_run(job.node_path("progress")), "log": log_tail(job.node_path("log")), "log_path": job.node_path("log")}
     record = job.read(records.JOB_RECORD)
     kinds = {name: records.record_kind(name, job.nodes) for name in _listing(job.dir)}
     out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,

@@ -25,7 +25,6 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER = records.USER_STOP
 # Seconds without a word of the supervisor before a node waiting for its restart gives up. It looks every 2 s, but a
 # stall's diagnosis (30 s) and a restart's probe (up to 20 s per node, at once) hold it up in between.
-SUPERVISOR_SILENCE = float(os.environ.get("TRAINOPS_JOB_SUPERVISOR_SILENCE", 120))
 
 
 def program(*args: str) -> list[str]:
@@ -228,18 +227,20 @@ class Runner:
                 return request
             # Its last look, or the start of this wait where it never looked (its node was gone from the start).
             heard = max((self.job.of_this_run(records.SUPERVISOR_VIEW) or {}).get("checked") or 0, waiting)
-            if time.time() - heard > SUPERVISOR_SILENCE:
+            if time.time() - heard > self.job.conf["supervisor_silence"]:
                 self.job.write_text(self.job.node_path("log"), "trainops-job: the supervisor on %s is silent: no restart will "
                                     "come\n" % self.job.nodes[0], "a")
                 return {"action": "lost"}
             self.stop.wait(1.0)
         return {"action": "stop", "user": True}
 
-    def _record(self, attempt: int, started: str, rc: int, by: str | None, final: bool, faults: list | None = None) -> None:
-        """The exit record; gpu_faults: what this node's GPUs went through in the attempt (a restart leaves it out)."""
+    def _record(self, attempt: int, started: str, rc: int, by: str | None, final: bool, faults: list | None = None,
+                not_restarted: str | None = None) -> None:
+        """The exit record; gpu_faults: what this node's GPUs went through in the attempt (a restart leaves it out);
+        not_restarted: why a failed part that waited for a restart ended for good without one."""
         self.job.write(self.job.node_path("exit"), {"node": self.job.node, "rc": rc, "run_id": self.job.run_id, "attempt": attempt,
                                                     "started": started, "ended": records.now_iso(), "stopped_by": by, "final": final,
-                                                    "gpu_faults": faults or []})
+                                                    "gpu_faults": faults or [], "not_restarted": not_restarted})
 
     def run(self) -> int:
         job = self.job
@@ -276,7 +277,8 @@ class Runner:
                 restart = decided if decided["action"] == "restart" else None
                 if not restart or job.node not in restart["nodes"]:
                     reason = USER if decided.get("user") else records.LEFT_OUT if restart else None
-                    self._record(attempt, started, rc, by or reason, final=True)
+                    self._record(attempt, started, rc, by or reason, final=True,
+                                 not_restarted=records.SUPERVISOR_SILENT if decided["action"] == "lost" else None)
                     break
             elif restart:
                 handled = restart["id"]

@@ -185,6 +185,29 @@ def test_without_the_first_node_the_job_is_told_by_the_others():
     assert status['verdict'] == 'partly running: node1' and status['note'].startswith('node1 gave no report: the job\'s supervisor runs there')
 
 
+def test_without_the_first_node_a_failure_waiting_for_its_restart_is_said_not_restarted():
+    # node1 (the supervisor's node) powered off: node2 and node3 failed (their peer went away) and wait for a restart
+    # that cannot come, then end for good once the supervisor has been silent for train_supervisor_silence.
+    waiting = reports(report('node1'), report('node2', 'failed: exited 1; restart pending', rc=1, restarting=True),
+                      report('node3', 'failed: exited 1; restart pending', rc=1, restarting=True))
+    ended = reports(report('node1'), report('node2', 'failed: exited 1; not restarted: the supervisor is silent', rc=1,
+                                            not_restarted='the supervisor is silent'), report('node3', 'failed: exited 1', rc=1))
+    for parts in (waiting, ended):
+        parts['node2'] = dict(parts['node2'], job=RECORD)
+        del parts['node1']
+        status = jobs.status(NODES, parts, ADDRESSES, unreachable=['node1'])
+        assert status['verdict'].endswith('; not restarted: node1, where the supervisor runs, gave no report'), status['verdict']
+        assert status['nodes']['node1']['state'] == jobs.UNREACHABLE
+    # With a log that names node1's address as the peer that went away, node1 is named first.
+    log = ['[default0]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.11]:47838']
+    ended['node3'] = dict(ended['node3'], log=log)
+    assert jobs.status(NODES, ended, ADDRESSES, unreachable=['node1'])['verdict'] == (
+        'failed: node1 failed first; not restarted: node1, where the supervisor runs, gave no report')
+    # node1 there and still supervising: a restart may come.
+    assert 'not restarted' not in jobs.status(NODES, reports(*(report(n, 'failed: exited 1; restart pending', rc=1, restarting=True)
+                                                               for n in NODES)), ADDRESSES)['verdict']
+
+
 def test_a_node_a_restart_went_on_without_is_shown_left_out():
     record = dict(RECORD, nodes=NODES, events=[
         {'event': 'left out', 'run_id': RECORD['run_id'], 'node': 'node3', 'why': 'unreachable on the training network (timed out)'},
