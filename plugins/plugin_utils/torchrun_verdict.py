@@ -124,7 +124,11 @@ def _without_our_signal(out):
 
 
 def _held_reasons(results, nodes):
-    """Processes the cleanup found stopped or stuck: the cause of a launch that waited until its limit."""
+    """Processes the cleanup found stopped or stuck: the cause of a launch that waited until its limit or failed. After a
+    launch that ended well everywhere they are no cause of anything: the container engine's own teardown is briefly in
+    state D (unmounting the container's filesystem) when the cleanup looks."""
+    if not any(r and (r.get("stopped") or r.get("rc")) for r in (results.get(n) for n in nodes)):
+        return []
     return ["%s: %s (pid %s) %s when the launch was ended: the ranks on the other nodes waited for it" % (
         node, p["comm"], p["pid"], _HELD[p["state"]])
         for node in nodes for p in ((results.get(node) or {}).get("cleanup") or {}).get("found", []) if p["state"] in _HELD]

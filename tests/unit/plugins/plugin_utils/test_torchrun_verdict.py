@@ -148,6 +148,21 @@ def test_a_stopped_rank_is_named_as_the_cause_and_our_own_sigterm_is_not():
     assert 'timed out after 61s on node1, node3' in verdict['reasons']
 
 
+def test_a_process_in_state_d_after_a_launch_that_ended_well_is_no_failure():
+    # Recorded in CI (molecule train, the in-image rung): every rank reported its result, every launch ended 0, and the
+    # cleanup found podman's own teardown in state D on node2.
+    results = passing()
+    results['node2'] = dict(results['node2'], cleanup={'found': [{'pid': 4826, 'state': 'uninterruptible', 'comm': 'podman'}],
+                                                       'killed': [], 'left': []})
+    verdict = torchrun_verdict.judge_allreduce(results, NODES, {n: 1 for n in NODES}, {n: 0 for n in NODES}, MASTER)
+    assert verdict['passed'], verdict['reasons']
+    # The same process where a launch failed is named as its possible cause.
+    results['node1'] = dict(results['node1'], rc=1)
+    verdict = torchrun_verdict.judge_allreduce(results, NODES, {n: 1 for n in NODES}, {n: 0 for n in NODES}, MASTER)
+    assert 'node2: podman (pid 4826) was stuck in the kernel (state D) when the launch was ended: the ranks on the other nodes waited for it' \
+        in verdict['reasons']
+
+
 def test_an_unreached_node_is_named():
     results = passing()
     results['node2'] = None
