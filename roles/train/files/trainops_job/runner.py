@@ -23,8 +23,6 @@ from . import _checkpoints, health, processes, records
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER = records.USER_STOP
-# Seconds without a word of the supervisor before a node waiting for its restart gives up. It looks every 2 s, but a
-# stall's diagnosis (30 s) and a restart's probe (up to 20 s per node, at once) hold it up in between.
 
 
 def program(*args: str) -> list[str]:
