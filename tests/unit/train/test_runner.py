@@ -177,3 +177,25 @@ def test_a_restart_resumes_a_trainer_from_its_newest_complete_checkpoint(cluster
     from trainops_job import runner
     job = records.Job(node.conf)
     assert runner.command(job, job.nodes) == "llamafactory-cli train lf.yaml resume_from_checkpoint=%s/checkpoint-10" % out
+
+
+def test_gpu_memory_is_free_once_no_gpu_lists_a_process_of_the_run(tmp_path, monkeypatch):
+    """Before a restart: a fake nvidia-smi lists the compute processes' pids (from a file): a process of the run
+    (TRAINOPS_RUN_ID) or a pid that has ended holds memory; another program's process does not."""
+    from trainops_job import runner
+    listed = tmp_path / "pids"
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\ncat %s\n" % listed)
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    rank = subprocess.Popen(["sleep", "60"], env=dict(os.environ, TRAINOPS_RUN_ID="run-gpu"))
+    try:
+        listed.write_text("%d\n%d\n" % (os.getpid(), rank.pid))
+        assert not runner.gpu_free("run-gpu", seconds=0.2, sleep=lambda s: None)
+        assert runner.gpu_free("run-other", seconds=0.2, sleep=lambda s: None)
+    finally:
+        rank.kill()
+        rank.wait()
+    # Ended, but still listed (its memory not freed yet): held; then gone from the list.
+    assert not runner.gpu_free("run-other", seconds=0.2, sleep=lambda s: None)
+    listed.write_text("%d\n" % os.getpid())
+    assert runner.gpu_free("run-gpu", seconds=0.2, sleep=lambda s: None)

@@ -22,7 +22,6 @@ import time
 from . import _checkpoints, health, processes, records
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-USER = records.USER_STOP
 
 
 def program(*args: str) -> list[str]:
@@ -90,21 +89,14 @@ def gpu_free(run_id: str, seconds: float = 60.0, sleep=time.sleep) -> bool:
                                     text=True, timeout=20, check=False).stdout.split()
         except (OSError, subprocess.TimeoutExpired):
             return True  # the driver does not answer: the restart's own start will say more
-        held = [pid for pid in listed if pid.isdigit() and (not os.path.exists("/proc/" + pid) or run_id in _environ_text(pid))]
+        run = {str(p["pid"]) for p in processes.find("TRAINOPS_RUN_ID", run_id)}
+        held = [pid for pid in listed if pid.isdigit() and (not os.path.exists("/proc/" + pid) or pid in run)]
         if not held:
             return True
         if time.monotonic() > deadline:
             return False
         sleep(2)
     return True
-
-
-def _environ_text(pid: str) -> str:
-    try:
-        with open("/proc/%s/environ" % pid, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def exit_status(returncode: int) -> int:
@@ -260,7 +252,7 @@ class Runner:
             rc = exit_status(self.child.wait())
             self.tee.wait()
             user = self.stop.asked or job.stopping()
-            by = USER if user else (job.stopped_by_mark() or peer or (records.STALL_STOP if request else None))
+            by = records.USER_STOP if user else (job.stopped_by_mark() or peer or (records.STALL_STOP if request else None))
             # A part that failed, or was stopped by a peer's failure, waits for the supervisor's word where failures restart.
             failure = not user and not request and (rc != 0 or by) and job.conf.get("on_failure") == "restart"
             restart = request if request and request["action"] == "restart" else None
@@ -274,7 +266,7 @@ class Runner:
                 handled = decided.get("id", handled)
                 restart = decided if decided["action"] == "restart" else None
                 if not restart or job.node not in restart["nodes"]:
-                    reason = USER if decided.get("user") else records.LEFT_OUT if restart else None
+                    reason = records.USER_STOP if decided.get("user") else records.LEFT_OUT if restart else None
                     self._record(attempt, started, rc, by or reason, final=True,
                                  not_restarted=records.SUPERVISOR_SILENT if decided["action"] == "lost" else None)
                     break
