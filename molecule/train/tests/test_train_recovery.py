@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
-from test_train_job import COMMAND, OPTIONS, RANK, SHARED, events, train, wait_for
+from test_train_job import COMMAND, OPTIONS, RANK, SHARED, events, exit_records, train, wait_for
 from testbed_fixtures import CLUSTER, INVENTORY, container, playbook, power_on, timed
 
 # Steps enough to outlast every case; a checkpoint every 5 steps.
@@ -147,14 +147,7 @@ def test_a_node_powered_off_is_left_out_and_the_job_goes_on_on_the_nodes_left(no
 
 def final_records(job, nodes):
     """{node: its exit record} where the node's part has ended for good in this start."""
-    run_id = json.loads((SHARED / "jobs" / job / "job.json").read_text())["run_id"]
-    found = {}
-    for name in nodes:
-        path = SHARED / "jobs" / job / ("%s.exit" % name)
-        record = json.loads(path.read_text()) if path.exists() else {}
-        if record.get("run_id") == run_id and record.get("final"):
-            found[name] = record
-    return found
+    return {name: record for name, record in exit_records(job).items() if name in nodes and record.get("final")}
 
 
 def test_the_first_node_powered_off_ends_the_supervision_and_says_so(node, assert_nothing_left):
