@@ -103,7 +103,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     folder's files that collect copies), dir (the job's folder)}.
     """
     # The job's record and its supervisor's view, as the first node tells them (or any node, where it is gone).
-    head = next((r for r in [reports.get(nodes[0])] + [reports.get(n) for n in nodes[1:]] if r and r.get("job")), None) or {}
+    head = next((r for r in (reports.get(n) for n in nodes) if r and r.get("job")), None) or {}
     record = head.get("job")
     run_id = (record or {}).get("run_id")
     supervisor = head.get("supervisor") or {}
@@ -138,9 +138,10 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         note = "%s gave no report: the job's supervisor runs there, so no stall or failure is acted on while it is gone" % nodes[0]
         if any(seen["restarting"] or seen["not_restarted"] for seen in per_node.values()):
             unsupervised = "%s, where the supervisor runs, gave no report" % nodes[0]
+    found = starts(record, events)
     return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, per_node, first, supervisor, events, unsupervised), "first_failed": first,
             "stall_seconds": supervisor.get("stall_seconds"), "note": note, "events": events, "diagnosis": diagnosis,
-            "starts": starts(record, events), "starts_text": starts_text(starts(record, events)), "records": head.get("records") or {}, "dir": head.get("dir")}
+            "starts": found, "starts_text": starts_text(found), "records": head.get("records") or {}, "dir": head.get("dir")}
 
 
 def starts_text(found: list) -> str | None:
