@@ -30,8 +30,8 @@ def cluster_rank_order(hosts, master=None):
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def cluster_inventory_errors(nodes, settings_by_host):
-    return inventory.validate(list(nodes), dict(settings_by_host))
+def cluster_inventory_errors(nodes, settings_by_host, spares=None):
+    return inventory.validate(list(nodes), dict(settings_by_host), list(spares or []))
 
 
 def cluster_node_errors(node):

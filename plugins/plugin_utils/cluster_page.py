@@ -9,6 +9,7 @@ Pure data: no drawing and no HTML here (plugin_utils/plots.py draws, roles/repor
 from __future__ import annotations
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils.drift_compare import describe_row, format_value
+from ansible_collections.trainops.cluster.plugins.plugin_utils.jobs import verdict_scale
 
 # The stages in the order a bring-up climbs them: (key, report file, title).
 STAGES = (
@@ -115,14 +116,8 @@ def _job_status(verdict):
     """A job's verdict (plugin_utils/jobs.status's words) on the page's scale, for its colour: FAIL when a node failed
     or the supervisor stopped the job after a stall; PASS while it runs on every node or once it succeeded; WARN when
     queued in Slurm, running on some nodes only, stalled or restarting (it may yet move); a job a user stopped or one
-    that never started has no verdict (NOT RUN)."""
-    if verdict.startswith(("failed", "stopped after a stall")):
-        return FAIL
-    if verdict in ("running", "succeeded"):
-        return PASS
-    if verdict.startswith(("partly running", "running on", "queued", "stalled", "restarting")):
-        return WARN
-    return MISSING
+    that never started has no verdict (NOT RUN). The words are jobs.status's, judged there (jobs.verdict_scale)."""
+    return {"fail": FAIL, "pass": PASS, "warn": WARN}.get(verdict_scale(verdict), MISSING)
 
 
 def _job_rows(report, culprits):

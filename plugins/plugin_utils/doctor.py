@@ -153,13 +153,15 @@ def interface(node, env, interfaces, cluster_ip, infiniband):
     return out or [finding("interface", node, "ok", "NCCL_SOCKET_IFNAME=%s holds %s" % (name, cluster_ip))]
 
 
-def ranks(nodes, envs, nproc, port, listening, master=None):
+def ranks(nodes, envs, nproc, port, listening, master=None, spares=()):
     """envs: {node: launch.env dict or None; absent: not checked}; nproc: {node: expected processes, None when unknown};
-    listening: master port holder or None; master: the rendezvous master (cluster_master), None for the first node.
-    The master has NODE_RANK 0, the others follow in inventory order (inventory.rank_order). WORLD_SIZE is judged
-    only when every node's processes are known."""
+    listening: master port holder or None; master: the rendezvous master (cluster_master), None for the first node;
+    spares: the hosts of group cluster_spare. The master has NODE_RANK 0, the others follow in inventory order
+    (inventory.rank_order), the spares after them, outside the world (NNODES and WORLD_SIZE count the others alone).
+    WORLD_SIZE is judged only when every node's processes are known."""
     fix = "Run site.yml (role launch) to rewrite launch.env."
-    order = inventory.rank_order([n["host"] for n in nodes], master)
+    world_nodes = [n for n in nodes if n["host"] not in spares]
+    order = inventory.rank_order([n["host"] for n in world_nodes], master) + [n["host"] for n in nodes if n["host"] in spares]
     rank = {host: index for index, host in enumerate(order)}
     master = next(n for n in nodes if n["host"] == order[0])
     out = []
@@ -169,7 +171,7 @@ def ranks(nodes, envs, nproc, port, listening, master=None):
         if env is None:
             continue
         seen.setdefault(env.get("NODE_RANK"), []).append(n["host"])
-    known = [nproc.get(n["host"]) for n in nodes]
+    known = [nproc.get(n["host"]) for n in world_nodes]
     world = sum(known) if None not in known else None
     for n in nodes:
         host, env = n["host"], envs.get(n["host"])
@@ -192,13 +194,14 @@ def ranks(nodes, envs, nproc, port, listening, master=None):
             problems.append("MASTER_ADDR=%s, expected %s (%s)" % (addr, master["cluster_ip"], master["host"]))
         if env.get("MASTER_PORT") != str(port):
             problems.append("MASTER_PORT=%s, expected %s" % (env.get("MASTER_PORT"), port))
-        if env.get("NNODES") != str(len(nodes)):
-            problems.append("NNODES=%s, expected %d" % (env.get("NNODES"), len(nodes)))
+        if env.get("NNODES") != str(len(world_nodes)):
+            problems.append("NNODES=%s, expected %d" % (env.get("NNODES"), len(world_nodes)))
         if env.get("NPROC_PER_NODE") != str(nproc.get(host)):
             problems.append("NPROC_PER_NODE=%s, expected %s" % (env.get("NPROC_PER_NODE"), nproc.get(host)))
         if world is not None and env.get("WORLD_SIZE") != str(world):
             problems.append("WORLD_SIZE=%s, the GPUs add up to %d" % (env.get("WORLD_SIZE"), world))
-        out.append(finding("ranks", host, "fail", "; ".join(problems), fix) if problems else finding("ranks", host, "ok", "rank %s" % rank[host]))
+        placed = ("spare: NODE_RANK %s, outside the world until a job's restart brings it in" if host in spares else "rank %s") % rank[host]
+        out.append(finding("ranks", host, "fail", "; ".join(problems), fix) if problems else finding("ranks", host, "ok", placed))
     if listening:
         out.append(finding("ranks", master["host"], "warn", "master port %s is in use on %s: %s" % (port, master["host"], listening),
                            "A job (or a stale one) holds the rendezvous port; stop it before launching."))
@@ -380,14 +383,16 @@ def run_all(data):
     # The launch role's rule: launch_nproc_per_node, else the GPU count (1 without GPUs); unknown on unchecked nodes.
     nproc = dict((host, data.get("nproc_per_node") or max(gpus_by_node.get(host, 0), 1)) if host in checked else (host, None)
                  for host in names_all)
-    findings += ranks(nodes, envs, nproc, data["master_port"], data["master_listening"], data.get("master"))
+    findings += ranks(nodes, envs, nproc, data["master_port"], data["master_listening"], data.get("master"),
+                      data.get("spares") or ())
     findings += ports(data["ports"], checked)
     for host in checked:
         lim = data["limits"].get(host) or {}
         findings += limits(host, lim.get("shm_bytes"), lim.get("memlock"), lim.get("where", ""), data["min_shm_bytes"])
     findings += storage(checked, data["storage"], data["shared_dir"], data["min_free_bytes"])
     if data.get("plan"):
-        findings += plan(data["plan"]["config"], data["plan"]["tp"], data["plan"]["pp"], sum(n or 0 for n in nproc.values()))
+        world = sum(n or 0 for host, n in nproc.items() if host not in (data.get("spares") or ()))
+        findings += plan(data["plan"]["config"], data["plan"]["tp"], data["plan"]["pp"], world)
     expected = data.get("expected_gpus")
     if expected is None:
         expected = majority([gpus_by_node[h] for h in checked])

@@ -97,6 +97,21 @@ def master_error(hosts, master):
             "'cluster', or leave it unset (null) for the first%s." % (master, ", ".join(hosts) or "no hosts", first))
 
 
+def spare_errors(hosts, spares, masters):
+    """Why the spares (group cluster_spare) cannot stand by: each must be a host of group cluster too (the group is a child
+    of it, so that every role converges it), the rendezvous master must not be one, and the world needs a node."""
+    errors = ["%s: a host of group cluster_spare outside group cluster. Make cluster_spare a child group of cluster "
+              "(children: cluster_spare under cluster), so that site.yml converges it like every node." % host
+              for host in spares if host not in hosts]
+    errors += ["cluster_master %s is a spare (group cluster_spare): the rendezvous master must be a node of the training "
+               "world. Choose another, or take %s out of cluster_spare." % (master, master) for master in sorted(masters, key=str)
+               if master in spares]
+    if hosts and not [host for host in hosts if host not in spares]:
+        errors.append("inventory: every host of group cluster is a spare (group cluster_spare): leave at least one node "
+                      "outside cluster_spare to train on.")
+    return errors
+
+
 def rank_order(hosts, master=None):
     """The hosts in NODE_RANK order: the rendezvous master first (NODE_RANK 0: torchrun's static rendezvous makes that
     node host the store at MASTER_ADDR), then the others in the order given. master None (or empty): the first host.
@@ -194,10 +209,11 @@ def _check_settings(host, s):
     return errors, network
 
 
-def validate(nodes, settings_by_host):
+def validate(nodes, settings_by_host, spares=None):
     """Return the list of inventory errors (empty when the inventory is sound).
 
-    nodes: node records in rank order (see node_records); settings_by_host: {host: {variable: value}}.
+    nodes: node records in rank order (see node_records); settings_by_host: {host: {variable: value}}; spares: the
+    hosts of group cluster_spare.
     """
     if not nodes:
         return ["inventory: group 'cluster' has no hosts. List the training nodes under group 'cluster', the rendezvous master first."]
@@ -224,6 +240,7 @@ def validate(nodes, settings_by_host):
     masters = {s.get("cluster_master") for s in settings_by_host.values()}
     errors.extend(error for error in (master_error([n["host"] for n in nodes], master) for master in sorted(masters, key=str))
                   if error)
+    errors.extend(spare_errors([n["host"] for n in nodes], spares or [], masters))
     errors.extend(_duplicates(nodes, lambda n: n["cluster_ip"], "cluster_ip", "Give every node its own training address."))
     errors.extend(_duplicates(nodes, lambda n: n["short"].lower(), "hostname (short, case-insensitive)",
                               "Hostnames must be unique or NCCL and SSH reach the wrong node: set cluster_hostname on one of them."))

@@ -60,7 +60,25 @@ def progress_of(progress, now):
     return {"step": progress.get("step"), "logged_seconds_ago": round(max(0.0, now - progress["step_at"]), 1), "steps_per_minute": rate}
 
 
+# How a verdict stands, by its first words (the report page colours a job by it): failed, or stopped by the supervisor
+# after a stall; well (running on every node, or succeeded); under way but not well (queued, running on some nodes or
+# in a spare's place, stalled, restarting). Any other verdict (stopped by a user, no such job) is not judged.
+VERDICT_FAILED = ("failed", "stopped after a stall")
+VERDICT_WELL = ("running", "succeeded")
+VERDICT_UNDER_WAY = ("partly running", "running on", "queued", "stalled", "restarting")
+
+
+def verdict_scale(verdict: str) -> str | None:
+    """"fail", "pass" or "warn" for a verdict of status(), None for one that judges nothing."""
+    if verdict.startswith(VERDICT_FAILED):
+        return "fail"
+    if verdict in VERDICT_WELL:
+        return "pass"
+    return "warn" if verdict.startswith(VERDICT_UNDER_WAY) else None
+
+
 def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events: list, unsupervised: str | None = None) -> str:
+    """The job's word from its nodes' parts; per_node leaves out the spares that no restart brought in."""
     states = {node: seen["state"] for node, seen in per_node.items()}
     running = [n for n, seen in per_node.items() if seen["running"]]
     queued = next((s for s in states.values() if s.startswith("queued")), None)
@@ -79,7 +97,13 @@ def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events
     if running and supervisor.get("state") == "stalled":
         return "stalled: no node logged a new step for %s s" % supervisor.get("stall_seconds")
     if running and len(running) < len(states) and all(states[n].startswith("left out") for n in states if n not in running):
-        return "running on %d of %d nodes (%s left out)" % (len(running), len(states), ", ".join(n for n in states if n not in running))
+        out = [n for n in states if n not in running]
+        joined = {e["node"]: e["replaces"] for e in events if e.get("event") == "spare joined" and e["node"] in running}
+        rest = [n for n in out if n not in joined.values()]
+        if joined:
+            return "running on %d nodes: %s%s" % (len(running), ", ".join("%s (a spare) in place of %s" % item for item in joined.items()),
+                                                  "; %s left out" % ", ".join(rest) if rest else "")
+        return "running on %d of %d nodes (%s left out)" % (len(running), len(states), ", ".join(out))
     if running:
         return "running" if len(running) == len(states) else "partly running: %s" % ", ".join(n for n in states if n not in running)
     if all(seen["rc"] == 0 and not seen["stopped_by"] for seen in per_node.values()):
@@ -95,10 +119,11 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
 
     reports: {node: its report, or None where it gave none}; addresses: {node: cluster_ip}; queue: the Slurm batch job's
     state ({SlurmState, SlurmReason}) where Slurm runs the job, else None; unreachable: the nodes the controller could
-    not reach. Returns {rows: [[node, state, step, logged,
-    steps/min, last line]], nodes: {node: {state, running, active (running or queued), failed, rc, stopped_by, ended, not_restarted,
-    log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed, stall_seconds, note (the supervisor's, e.g. progress unknown),
-    events (this start's), diagnosis (the last stall's verdict), starts ([{attempt, nodes, why}]: the start and every
+    not reach. Returns {rows: [[node, state, step, logged, steps/min, last line]], nodes: {node: {state, running,
+    standby (a spare no restart brought in: shown, not judged), active (running or queued), failed, rc, stopped_by, ended,
+    not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed,
+    stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
+    verdict), starts ([{attempt, nodes, why}]: the start and every
     restart on the cluster, each with its nodes), records ({name: kind} of the job's records, its
     folder's files that collect copies), dir (the job's folder)}.
     """
@@ -110,6 +135,9 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     events = [e for e in (record or {}).get("events") or [] if e.get("run_id") == run_id]
     # Nodes a restart went on without (they did not answer): gone, or back with no part of this start.
     left = {e["node"]: e.get("why") for e in events if e.get("event") == "left out"}
+    # Spares (group cluster_spare) that no restart brought in stand by, or ended so: shown, not judged.
+    joined = {e["node"] for e in events if e.get("event") == "spare joined"}
+    spares = [n for n in (record or {}).get("spares") or [] if n not in joined]
     per_node, rows, logs = {}, [], {}
     for node in nodes:
         report = reports.get(node) or {}
@@ -122,7 +150,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
             state = "queued: %s" % (queue.get("SlurmReason") or "waiting")
         logs[node] = report.get("log") or []
         seen = progress_of(report.get("progress"), report.get("now") or 0.0)
-        per_node[node] = dict(seen, state=state, running=bool(report.get("running")), active=bool(report.get("running")) or
+        standby = node in spares and (not report or bool(report.get("standby")))
+        per_node[node] = dict(seen, state=state, running=bool(report.get("running")), standby=standby, active=bool(report.get("running")) or
                               state.startswith("queued"), failed=bool(report.get("failed")), restarting=bool(report.get("restarting")),
                               rc=report.get("rc"), stopped_by=report.get("stopped_by"), ended=report.get("ended"), log=report.get("log_path"),
                               not_restarted=report.get("not_restarted"),
@@ -139,7 +168,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         if any(seen["restarting"] or seen["not_restarted"] for seen in per_node.values()):
             unsupervised = "%s, where the supervisor runs, gave no report" % nodes[0]
     found = starts(record, events)
-    return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, per_node, first, supervisor, events, unsupervised), "first_failed": first,
+    judged = {node: seen for node, seen in per_node.items() if not seen["standby"]}
+    return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, judged, first, supervisor, events, unsupervised), "first_failed": first,
             "stall_seconds": supervisor.get("stall_seconds"), "note": note, "events": events, "diagnosis": diagnosis,
             "starts": found, "starts_text": starts_text(found), "records": head.get("records") or {}, "dir": head.get("dir")}
 

@@ -45,9 +45,10 @@ def ansible_inventory():
     return json.loads(out)
 
 
-def playbook(name, *args, timeout=600):
-    """Run playbooks/<name> of this checkout against the scenario's cluster; returns the CompletedProcess."""
-    return subprocess.run([tool("ansible-playbook"), "-i", str(INVENTORY), str(PROJECT / "playbooks" / name)] + list(args),
+def playbook(name, *args, timeout=600, inventory=INVENTORY):
+    """Run playbooks/<name> of this checkout against the scenario's cluster (another inventory of its nodes where given);
+    returns the CompletedProcess."""
+    return subprocess.run([tool("ansible-playbook"), "-i", str(inventory), str(PROJECT / "playbooks" / name)] + list(args),
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 

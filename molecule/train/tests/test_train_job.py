@@ -21,8 +21,8 @@ RANK = "^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py"
 START = ["-e", "train_job=%s" % JOB, "-e", json.dumps(OPTIONS)]
 
 
-def train(*args):
-    return playbook("train.yml", *args)
+def train(*args, **kwargs):
+    return playbook("train.yml", *args, **kwargs)
 
 
 def status():

@@ -5,10 +5,13 @@ out and the job goes on, on the two nodes left (train_min_nodes: 2); the first n
 and the others' parts end saying so, collect going on from node2. Nothing of a job is left on any node after each
 case. The times go to scripts/benchmark (timed); the waits here are never-hang bounds."""
 
+import contextlib
 import datetime
 import json
 import subprocess
 import time
+
+import yaml
 
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
 from test_train_job import COMMAND, OPTIONS, RANK, SHARED, events, exit_records, train, wait_for
@@ -21,13 +24,13 @@ RECOVER = dict(OPTIONS, train_command=COMMAND.replace("--steps 200", "--steps 20
 FAILS_AT_5 = "for i in 1 2 3 4 5; do echo \"step $i loss 0.5\"; sleep 0.3; done; echo 'RuntimeError: loss is nan' >&2; exit 1"
 
 
-def start(job, **options):
-    run = train("-e", "train_job=%s" % job, "-e", json.dumps(dict(RECOVER, **options)))
+def start(job, inventory=INVENTORY, **options):
+    run = train("-e", "train_job=%s" % job, "-e", json.dumps(dict(RECOVER, **options)), inventory=inventory)
     assert run.returncode == 0, run.stdout[-3000:]
 
 
-def status(job):
-    run = train("-e", "train_job=%s" % job, "-e", "train_action=status")
+def status(job, inventory=INVENTORY):
+    run = train("-e", "train_job=%s" % job, "-e", "train_action=status", inventory=inventory)
     return run, json.loads((INVENTORY.parent / "reports" / ("train-%s.json" % job)).read_text())
 
 
@@ -142,6 +145,58 @@ def test_a_node_powered_off_is_left_out_and_the_job_goes_on_on_the_nodes_left(no
         power_on("node3")
         repaired = playbook("site.yml", "--skip-tags", "verify", timeout=1200)
         assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert_nothing_left()
+
+
+@contextlib.contextmanager
+def spare_inventory(spare):
+    """The scenario's inventory of the same nodes with one of them a spare (group cluster_spare, a child of group
+    cluster), beside it: its group_vars and reports are the scenario's."""
+    data = yaml.safe_load(INVENTORY.read_text())
+    cluster = data["all"]["children"]["testbed"]["children"]["cluster"]
+    cluster["children"] = {"cluster_spare": {"hosts": {spare: cluster["hosts"].pop(spare)}}}
+    path = INVENTORY.parent / "hosts-spare.yml"
+    path.write_text(yaml.safe_dump(data))
+    try:
+        yield path
+    finally:
+        path.unlink()
+
+
+def test_a_node_powered_off_is_replaced_by_a_spare(node, assert_nothing_left):
+    """node3 a spare: launch.yml (site.yml's launch stage) gives it NNODES of the world of two and a NODE_RANK past its
+    last; node1 and node2 train, node3's part stands by. node2's container killed (a power cut): the restart leaves it
+    out and brings node3 in, in its place (rank 1), from the newest complete checkpoint. Afterwards node2 is brought
+    back and site.yml, with the scenario's own inventory, makes node3 a node of the world again."""
+    with spare_inventory("node3") as spare:
+        launched = playbook("launch.yml", inventory=spare)
+        assert launched.returncode == 0, launched.stdout[-3000:]
+        env = node("node3").check_output("grep -E '^(NNODES|NODE_RANK)=' /etc/trainops/launch.env").split()
+        assert env == ["NNODES=2", "NODE_RANK=2"], env
+        start("spare", inventory=spare)
+        wait_for(lambda: len(points("spare")) >= 12, 90, "twelve steps")
+        assert status("spare", spare)[1]["nodes"]["node3"]["state"] == "standby (a spare)"
+        subprocess.run(["podman", "kill", container("node2")], check=True, capture_output=True)
+        killed = time.time()
+        try:
+            restart = back_on_steps("spare", killed, "a node powered off, a spare in its place")
+            joined = [e for e in events("spare") if e["event"] == "spare joined"]
+            assert [(e["node"], e["replaces"]) for e in joined] == [("node3", "node2")], joined
+            assert restart["nodes"] == ["node1", "node3"] and restart["world"] == 2, restart
+            step, after = resumed_after_restart("spare")
+            assert step == restart["checkpoint"] and after[0] == step + 1, (restart, step, after[:3])
+            # node3 is rank 1 of two, node2's place.
+            assert [r["rank"] for r in after_restart("spare", "node3") if r.get("event") == "start"] == [1]
+            run, report = status("spare", spare)
+            assert report["verdict"] == "running on 2 nodes: node3 (a spare) in place of node2", report["verdict"]
+            run = train("-e", "train_job=spare", "-e", "train_action=stop", inventory=spare)
+            assert run.returncode == 4 and "job spare: stopped" in run.stdout, run.stdout[-3000:]
+        finally:
+            train("-e", "train_job=spare", "-e", "train_action=stop", inventory=spare)
+            power_on("node2")
+            repaired = playbook("site.yml", "--skip-tags", "verify", timeout=1200)
+            assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert node("node3").check_output("grep -E '^NODE_RANK=' /etc/trainops/launch.env") == "NODE_RANK=2"
     assert_nothing_left()
 
 

@@ -66,15 +66,15 @@ def wait_for(check, seconds: float, what: str):
 
 @pytest.fixture(name="cluster")
 def cluster_fixture(tmp_path):
-    """make(command, nodes=1, **settings) -> [Node]: a job's nodes on this machine, sharing one job folder; every
-    runner started is stopped and swept at the end."""
+    """make(command, nodes=1, spares=0, **settings) -> [Node]: a job's nodes on this machine (the world's, then the
+    spares'), sharing one job folder; every runner started is stopped and swept at the end."""
     made = []
 
-    def make(command: str, nodes: int = 1, **settings) -> list:
-        names = ["node%d" % (i + 1) for i in range(nodes)]
+    def make(command: str, nodes: int = 1, spares: int = 0, **settings) -> list:
+        names = ["node%d" % (i + 1) for i in range(nodes + spares)]
         job_dir, run_id = tmp_path / "jobs" / "j1", "run-%d-%d" % (os.getpid(), time.monotonic_ns())
         for name in names:
-            conf = {"job": "j1", "node": name, "nodes": names, "addresses": {n: "127.0.0.1" for n in names},
+            conf = {"job": "j1", "node": name, "nodes": names[:nodes], "spares": names[nodes:], "addresses": {n: "127.0.0.1" for n in names},
                     "master_addr": "127.0.0.1", "user": getpass.getuser(),
                     "job_dir": str(job_dir),
                     "run_id": run_id, "in_image": False, "launcher": ["env"], "run_opts": [], "command": command,
@@ -84,12 +84,12 @@ def cluster_fixture(tmp_path):
                     "stop_grace": 3, "stop_timeout": 15, "fail_grace": 1, "supervisor_silence": 120,
                     "on_stall": "report", "stall_seconds": 0,
                     "stall_floor": 120, "stall_factor": 10, "max_auto_restarts": 1, "flight_recorder_entries": 10,
-                    "progress_pattern": None, "record": {"name": "j1", "command": command, "nodes": names}}
+                    "progress_pattern": None, "record": {"name": "j1", "command": command, "nodes": names[:nodes], "spares": names[nodes:]}}
             conf.update(settings)
             made.append(Node(tmp_path, name, conf))
-        for node in made[-nodes:]:
+        for node in made[-len(names):]:
             assert node.run("prepare").returncode == 0
-        return made[-nodes:]
+        return made[-len(names):]
 
     yield make
     for node in made:

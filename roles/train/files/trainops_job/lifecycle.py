@@ -23,6 +23,7 @@ def prepare(job: records.Job) -> None:
     job.unmark("stopping")
     job.unmark("pid")  # an earlier start's runner that ended without its record
     job.unmark("attempt")
+    job.unmark("standby")
     if job.first:
         job.write(records.JOB_RECORD, dict(job.conf["record"], run_id=job.run_id, events=[]))
 

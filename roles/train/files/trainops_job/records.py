@@ -27,6 +27,8 @@ USER_STOP = "train_action=stop"
 STALL_STOP = "train_on_stall=stop"
 # A restart went on without this node (it did not answer the supervisor's probe, or its GPU failed).
 LEFT_OUT = "left out of a restart"
+# A spare's standby ended with the job's supervision, no restart having brought it in.
+NOT_NEEDED = "not needed: the job's supervision ended"
 # Why a failed part ended for good with no restart (its exit record's not_restarted): the supervisor, on the first
 # node, gave no word for train_supervisor_silence (its node lost).
 SUPERVISOR_SILENT = "the supervisor is silent"
@@ -43,8 +45,9 @@ NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json"
               "stopped_by": "%s.stopped-by"}
 
 
-# A node's part, as its report says it.
+# A node's part, as its report says it. A spare (group cluster_spare) stands by until a restart brings it in.
 RUNNING = "running"
+STANDBY = "standby (a spare)"
 NOT_STARTED = "not started"
 LOST = "failed: its runner ended without a record"
 
@@ -53,15 +56,17 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def state(exit_record: dict | None, running: bool, lost: bool = False) -> str:
-    """How a node's part stands: running, not started, or how it ended (its exit record; lost: its runner ended
-    without one, killed say; an attempt's end that is not final waits for the supervisor's restart)."""
+def state(exit_record: dict | None, running: bool, lost: bool = False, standby: bool = False) -> str:
+    """How a node's part stands: running (standby: a spare's, not brought in yet), not started, or how it ended (its
+    exit record; lost: its runner ended without one, killed say; an attempt's end that is not final waits for the
+    supervisor's restart)."""
     if running and not exit_record:
-        return RUNNING
+        return STANDBY if standby else RUNNING
     if exit_record is None:
         return LOST if lost else NOT_STARTED
     by = exit_record.get("stopped_by")
-    shown = {USER_STOP: "stopped", STALL_STOP: "stopped: stalled", LEFT_OUT: "stopped: left out of the restart"}.get(by) or (
+    shown = {USER_STOP: "stopped", STALL_STOP: "stopped: stalled", LEFT_OUT: "stopped: left out of the restart",
+             NOT_NEEDED: "standby ended: " + NOT_NEEDED}.get(by) or (
         "stopped: %s failed" % by if by else "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"])
     if exit_record.get("not_restarted"):
         return shown + "; not restarted: %s" % exit_record["not_restarted"]
@@ -104,7 +109,9 @@ class Job:
         self.conf = conf
         self.name, self.node, self.run_id = conf["job"], conf["node"], conf["run_id"]
         self.dir = conf["job_dir"]
-        self.nodes = conf["nodes"]
+        # The world of the first start, and the spares that a restart may bring in (group cluster_spare).
+        self.nodes, self.spares = conf["nodes"], conf.get("spares") or []
+        self.members = self.nodes + self.spares
         self.first = self.node == self.nodes[0]
         self.user = pwd.getpwnam(conf["user"])
 
@@ -142,7 +149,7 @@ class Job:
 
     def failed_peer(self, attempt: int = 0) -> str | None:
         """The first peer whose part of this attempt failed on its own (its exit record)."""
-        for peer in self.nodes:
+        for peer in self.members:
             found = self.exit_record(peer) if peer != self.node else None
             if found and found.get("attempt", 0) == attempt and found["rc"] != 0 and not found.get("stopped_by"):
                 return peer
@@ -164,6 +171,10 @@ class Job:
     def stopping(self) -> bool:
         """train_action=stop marked this node's part (before any node was stopped) for this start."""
         return _text(self.run_path("stopping")) == self.run_id
+
+    def standing_by(self) -> bool:
+        """This node is a spare whose runner waits for a restart to bring it in (this start's)."""
+        return _text(self.run_path("standby")) == self.run_id
 
     # --- writing, as the training user ---------------------------------------------------------------------------
 

@@ -28,7 +28,8 @@ def log_tail(path: str, lines: int = LOG_LINES, chunk: int = 65536) -> list:
 
 
 def report(job: records.Job, clock=time.time) -> dict:
-    """{node, run_id, now, state, running, failed (ended non-zero on its own, for good), rc, stopped_by, started, ended,
+    """{node, run_id, now, state, running, standby (a spare not brought in: waiting, or ended so), failed (ended non-zero
+    on its own, for good), rc, stopped_by, started, ended,
     not_restarted (why a failed part ended with no restart), attempt, progress: {step, step_at, loss, points} or None,
     log: [last lines], log_path}, and the job's: its record (job: with its events), its folder (dir), the supervisor's
     view (supervisor) and its records ({name: kind}, what collect copies), read from shared storage by every node, so
@@ -41,15 +42,16 @@ def report(job: records.Job, clock=time.time) -> dict:
     # record how its part ended.
     lost = not alive and not final and os.path.exists(job.run_path("pid"))
     running = alive and not final
-    out = {"node": job.node, "run_id": job.run_id, "now": round(clock(), 3), "state": records.state(ended, running, lost),
-           "running": running, "failed": lost or bool(final and ended["rc"] != 0 and not ended.get("stopped_by")),
+    standby = job.standing_by() if running else bool((ended or {}).get("standby"))
+    out = {"node": job.node, "run_id": job.run_id, "now": round(clock(), 3), "running": running, "standby": standby,
+           "state": records.state(ended, running, lost, standby), "failed": lost or bool(final and ended["rc"] != 0 and not ended.get("stopped_by")),
            "restarting": running and ended is not None,
            "attempt": (ended or {}).get("attempt"),
            "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),
            "ended": (ended or {}).get("ended"), "not_restarted": (ended or {}).get("not_restarted"),
            "progress": job.of_this_run(job.node_path("progress")), "log": log_tail(job.node_path("log")), "log_path": job.node_path("log")}
     record = job.read(records.JOB_RECORD)
-    kinds = {name: records.record_kind(name, job.nodes) for name in _listing(job.dir)}
+    kinds = {name: records.record_kind(name, job.members) for name in _listing(job.dir)}
     out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
                supervisor=job.of_this_run(records.SUPERVISOR_VIEW), records={n: k for n, k in sorted(kinds.items()) if k})
     return out

@@ -128,6 +128,7 @@ class Runner:
         self.job, self.clock = job, clock
         self.stop = None
         self.child = self.tee = None
+        self.nodes = list(job.nodes)  # the nodes of the attempt under way
         self.helpers = []  # diagnoses under way: reaped as they end
         self.gpus = None  # this node's GPUs as an attempt started (health.snapshot), where a restart may follow
 
@@ -139,6 +140,7 @@ class Runner:
     def launch(self, attempt: int, nodes: list) -> None:
         """The command, its output through the progress reader into the node's log (tee)."""
         self.job.mark("attempt", str(attempt))
+        self.nodes = nodes
         conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt))
         if "restart" in (conf.get("on_failure"), conf.get("on_stall")):
             self.gpus = health.snapshot()
@@ -224,13 +226,34 @@ class Runner:
             self.stop.wait(1.0)
         return {"action": "stop", "user": True}
 
+    def _standby(self) -> dict:
+        """A spare's part until a restart brings it in: the supervisor's restart that names this node, its stop, a user's
+        stop, or the supervision's end (the first node's runner has ended, or its supervisor is silent: no restart can
+        come). A restart that goes on without this spare leaves it standing by."""
+        job, handled, waiting = self.job, None, time.time()
+        job.mark("standby", job.run_id)
+        try:
+            while not self.stop.asked and not job.stopping():
+                request = self._request(handled)
+                if request and (request["action"] != "restart" or job.node in request.get("nodes", [])):
+                    return request
+                handled = request["id"] if request else handled
+                view = job.of_this_run(records.SUPERVISOR_VIEW) or {}
+                if view.get("ended") or time.time() - max(view.get("checked") or 0, waiting) > job.conf["supervisor_silence"]:
+                    return {"action": "not needed"}
+                self.stop.wait(1.0)
+            return {"action": "stop", "user": True}
+        finally:
+            job.unmark("standby")
+
     def _record(self, attempt: int, started: str, rc: int, by: str | None, final: bool, faults: list | None = None,
-                not_restarted: str | None = None) -> None:
+                not_restarted: str | None = None, standby: bool = False) -> None:
         """The exit record; gpu_faults: what this node's GPUs went through in the attempt (a restart leaves it out);
-        not_restarted: why a failed part that waited for a restart ended for good without one."""
+        not_restarted: why a failed part that waited for a restart ended for good without one; standby: a spare's part
+        that ended with no restart having brought it in."""
         self.job.write(self.job.node_path("exit"), {"node": self.job.node, "rc": rc, "run_id": self.job.run_id, "attempt": attempt,
                                                     "started": started, "ended": records.now_iso(), "stopped_by": by, "final": final,
-                                                    "gpu_faults": faults or [], "not_restarted": not_restarted})
+                                                    "gpu_faults": faults or [], "not_restarted": not_restarted, "standby": standby})
 
     def run(self) -> int:
         job = self.job
@@ -243,7 +266,36 @@ class Runner:
             # controller's playbook, and ends with this runner.
             supervisor = subprocess.Popen(program("supervise", job.name, str(os.getpid())), env=helper_env(), cwd="/",
                                           stdin=subprocess.DEVNULL, **self._as_user())
-        attempt, nodes, handled, answered = 0, list(job.nodes), None, None
+        rc = self._attempts(0, list(job.nodes), None, started) if job.node in job.nodes else self._spare(started)
+        if supervisor:
+            supervisor.terminate()  # it writes its records whole (renamed into place): nothing is left half written
+            supervisor.wait()
+            # The supervision has ended: a spare standing by ends too (no restart can bring it in now).
+            job.write(records.SUPERVISOR_VIEW, dict(job.of_this_run(records.SUPERVISOR_VIEW) or {"run_id": job.run_id}, ended=True))
+        for name in os.listdir("/tmp"):
+            if name.startswith("trainops-%s-%s-rank" % (job.run_id, job.node)) and name.endswith(".pipe"):
+                os.remove(os.path.join("/tmp", name))
+        job.unmark("pid")
+        job.unmark("attempt")
+        return rc
+
+    def _spare(self, started: str) -> int:
+        """A spare's part: it stands by until the supervisor's restart brings it in, in place of a node left out; or it
+        ends, recorded as a standby that was not needed (or that a user stopped)."""
+        joined = self._standby()
+        if joined["action"] == "restart":
+            self._say_restart(joined)
+            return self._attempts(joined["id"], joined["nodes"], joined["id"], started)
+        self._record(0, started, 0, records.USER_STOP if joined.get("user") else records.NOT_NEEDED, final=True, standby=True)
+        return 0
+
+    def _say_restart(self, restart: dict) -> None:
+        self.job.write_text(self.job.node_path("log"), "trainops-job: restart %d on %s (%s)\n" % (
+            restart["id"], ", ".join(restart["nodes"]), restart.get("why", "the supervisor's restart")), "a")
+
+    def _attempts(self, attempt: int, nodes: list, handled: int | None, started: str) -> int:
+        """This node's part, attempt after attempt: each restart the supervisor asks for that names this node."""
+        job, answered = self.job, None
         while True:
             self.launch(attempt, nodes)
             request, peer, answered = self._watch(attempt, handled, answered)
@@ -278,20 +330,12 @@ class Runner:
             else:
                 break
             # The supervisor's restart: every node's part starts again, on the nodes it names.
-            attempt, nodes = restart["id"], restart.get("nodes") or list(job.nodes)
+            restart["nodes"] = restart.get("nodes") or list(job.nodes)
+            attempt, nodes = restart["id"], restart["nodes"]
             job.remove(job.node_path("stopped_by"), job.node_path("exit"))  # the new attempt's part has not ended
             if not gpu_free(job.run_id):
                 job.write_text(job.node_path("log"), "trainops-job: GPU memory still held after 60 s; restarting anyway\n", "a")
-            job.write_text(job.node_path("log"), "trainops-job: restart %d on %s (%s)\n" % (
-                attempt, ", ".join(nodes), restart.get("why", "the supervisor's restart")), "a")
-        if supervisor:
-            supervisor.terminate()  # it writes its records whole (renamed into place): nothing is left half written
-            supervisor.wait()
-        for name in os.listdir("/tmp"):
-            if name.startswith("trainops-%s-%s-rank" % (job.run_id, job.node)) and name.endswith(".pipe"):
-                os.remove(os.path.join("/tmp", name))
-        job.unmark("pid")
-        job.unmark("attempt")
+            self._say_restart(restart)
         return rc
 
     def _tell_peers(self, attempt: int) -> None:
@@ -302,7 +346,7 @@ class Runner:
                                    "stop-local", self.job.name, self.job.node, str(attempt)],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   env=helper_env(), **self._as_user())
-                 for peer in self.job.nodes if peer != self.job.node]
+                 for peer in self.nodes if peer != self.job.node]
         for tell in tells:
             try:
                 tell.wait(timeout=30)

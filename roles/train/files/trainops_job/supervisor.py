@@ -65,11 +65,12 @@ class Supervisor:
         watch = job.read(records.SUPERVISOR_VIEW, {})
         # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on).
         fresh = {"run_id": job.run_id, "restarts": 0, "stalls": 0, "requests": 0, "attempt": 0, "nodes": list(job.nodes),
-                 "since": round(clock(), 3), "checkpoint": self.newest_checkpoint(), "without_progress": 0}
+                 "spares": list(job.spares), "since": round(clock(), 3), "checkpoint": self.newest_checkpoint(), "without_progress": 0}
         self.watch = watch if watch.get("run_id") == job.run_id else fresh
+        self.watch.pop("ended", None)  # its runner's word once it has ended: this supervisor runs again
 
     def progresses(self) -> list:
-        return [p for p in (self.job.of_this_run(self.job.node_path("progress", n)) for n in self.job.nodes) if p]
+        return [p for p in (self.job.of_this_run(self.job.node_path("progress", n)) for n in self.job.members) if p]
 
     def ended(self) -> dict:
         """{node: its exit record} of the nodes whose part of the current attempt has ended."""
@@ -160,11 +161,11 @@ class Supervisor:
                 watch["without_progress"], "after step %s" % watch["checkpoint"] if watch["checkpoint"] is not None else "at all")
             self.event(event="crash loop", restarts=watch["without_progress"], checkpoint=watch["checkpoint"], why=text)
             return self.stop(text)
-        answers = self.gpu_faults(self.probe(watch["nodes"]))
-        nodes = [n for n in watch["nodes"] if answers[n] is None]
+        answers = self.gpu_faults(self.probe(watch["nodes"] + watch["spares"]))
         for node in watch["nodes"]:
             if answers[node]:
                 self.event(event="left out", node=node, why=answers[node])
+        nodes = self.replaced(watch["nodes"], answers)
         if len(nodes) < int(conf["min_nodes"]):
             self.event(event="too few nodes", nodes=nodes, min_nodes=int(conf["min_nodes"]))
             return self.stop("%d of %d nodes can take part, train_min_nodes is %d" % (len(nodes), len(watch["nodes"]), int(conf["min_nodes"])))
@@ -177,6 +178,24 @@ class Supervisor:
         self.event(event="restart", attempt=watch["restarts"], limit=limit, nodes=nodes, world=len(nodes), why=why,
                    checkpoint=watch["checkpoint"])
         return None
+
+    def replaced(self, nodes: list, answers: dict) -> list:
+        """The nodes of the restart: each node that can take part, and in place of one that cannot (in its place, so with
+        its NODE_RANK) a spare that answered standing by, while there is one; a spare that did not answer is given up."""
+        watch = self.watch
+        for spare in watch["spares"]:
+            if answers[spare]:
+                self.event(event="spare unfit", node=spare, why=answers[spare])
+        ready = [s for s in watch["spares"] if answers[s] is None]
+        out = []
+        for node in nodes:
+            if answers[node] is None:
+                out.append(node)
+            elif ready:
+                out.append(ready.pop(0))
+                self.event(event="spare joined", node=out[-1], replaces=node)
+        watch["spares"] = ready
+        return out
 
     def stop(self, why: str) -> None:
         """The guard: no restart (its limit, a crash loop, too few nodes); every node's part ends for good."""

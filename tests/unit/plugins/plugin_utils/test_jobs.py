@@ -241,3 +241,39 @@ def test_a_node_the_controller_cannot_reach_is_said_so_unless_a_restart_left_it_
 def test_gloo_read_error_names_the_peer_that_went_away():
     logs = {'node1': ['[rank0]: RuntimeError: [./gloo/transport/tcp/pair.cc:525] Read error [10.96.0.13]:13030: Connection reset by peer']}
     assert jobs.first_failed(['node1', 'node2'], logs, ADDRESSES, {'node1': None, 'node2': None}) == 'node3'
+
+
+def test_a_spare_is_shown_standing_by_and_judged_once_a_restart_brings_it_in():
+    """node4 is a spare (group cluster_spare): standing by it is shown, not judged; in node3's place it is judged."""
+    nodes = NODES + ['node4']
+    addresses = dict(ADDRESSES, node4='10.96.0.14')
+    record = dict(RECORD, nodes=NODES, spares=['node4'], events=[])
+    standby = dict(report('node4', 'standby (a spare)', standby=True), running=True)
+    status = jobs.status(nodes, reports(report('node1'), report('node2'), report('node3'), standby, record=record), addresses)
+    assert status['verdict'] == 'running' and status['nodes']['node4']['standby']
+    assert status['nodes']['node4']['state'] == 'standby (a spare)'
+    # Ended with the supervision, never brought in: the job's verdict is its world's.
+    ended = report('node4', 'standby ended: not needed', rc=0, stopped_by='not needed', standby=True)
+    done = [report(n, 'exited 0', rc=0) for n in NODES]
+    assert jobs.status(nodes, reports(*done, ended, record=record), addresses)['verdict'] == 'succeeded'
+    # No part on the spare at all (Slurm starts the world alone): not judged either.
+    assert jobs.status(nodes, reports(*done, record=record), addresses)['verdict'] == 'succeeded'
+    # In node3's place after node3 was left out.
+    record['events'] = [
+        {'event': 'left out', 'run_id': RECORD['run_id'], 'node': 'node3', 'why': 'unreachable on the training network (timed out)'},
+        {'event': 'spare joined', 'run_id': RECORD['run_id'], 'node': 'node4', 'replaces': 'node3'},
+        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2', 'node4'], 'why': 'node3 failed first'}]
+    status = jobs.status(nodes, reports(report('node1'), report('node2'), report('node4'), record=record), addresses, unreachable=['node3'])
+    assert status['verdict'] == 'running on 3 nodes: node4 (a spare) in place of node3', status['verdict']
+    assert status['nodes']['node3']['state'].startswith('left out: unreachable') and not status['nodes']['node4']['standby']
+    assert status['starts_text'] == 'restarted 1 time: on 3 nodes, then 3 (node3 failed first)'
+
+
+def test_every_verdict_has_its_place_on_the_pages_scale():
+    """The words status() says, judged where they are said (the report page colours a job by verdict_scale)."""
+    cases = {'failed: node1 failed first; not restarted: crash loop: 3 restarts, no checkpoint at all': 'fail',
+             'stopped after a stall (train_on_stall): the restart limit (2)': 'fail', 'running': 'pass', 'succeeded': 'pass',
+             'running on 2 of 3 nodes (node3 left out)': 'warn', 'running on 2 nodes: node3 (a spare) in place of node2': 'warn',
+             'partly running: node2': 'warn', 'queued in Slurm (Resources)': 'warn', 'stalled: no node logged a new step for 15 s': 'warn',
+             'restarting: node1, node2 wait for the supervisor\'s restart': 'warn', 'stopped': None, 'no such job': None}
+    assert {verdict: jobs.verdict_scale(verdict) for verdict in cases} == cases
