@@ -9,6 +9,9 @@ from __future__ import annotations
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
+# train_action=scale's verdict, every size measured (or not all of them).
+SCALED = "scaled"
+SCALED_SHORT = "scaled in part"
 # A node that gave no report of this start: its program not installed, or its part of an earlier start.
 NO_PART = "no part of this start"
 UNREACHABLE = "unreachable from the controller: no report"
@@ -64,17 +67,51 @@ def progress_of(progress, now):
 # after a stall; well (running on every node, or succeeded); under way but not well (queued, running on some nodes or
 # in a spare's place, stalled, restarting). Any other verdict (stopped by a user, no such job) is not judged.
 VERDICT_FAILED = ("failed", "stopped after a stall")
-VERDICT_WELL = ("running", "succeeded")
-VERDICT_UNDER_WAY = ("partly running", "running on", "queued", "stalled", "restarting")
+VERDICT_WELL = ("running", "succeeded", SCALED)
+VERDICT_UNDER_WAY = ("partly running", "running on", "queued", "stalled", "restarting", SCALED_SHORT)
 
 
 def verdict_scale(verdict: str) -> str | None:
     """"fail", "pass" or "warn" for a verdict of status(), None for one that judges nothing."""
     if verdict.startswith(VERDICT_FAILED):
         return "fail"
-    if verdict in VERDICT_WELL:
+    if verdict in VERDICT_WELL or verdict.startswith(SCALED + ":"):
         return "pass"
     return "warn" if verdict.startswith(VERDICT_UNDER_WAY) else None
+
+
+def scale_table(events: list) -> list:
+    """train_action=scale's sizes as the supervisor measured them: [{world, nodes, steps_per_second, speedup, efficiency,
+    error}], against the smallest size measured. Data parallel: every node does the same work in a step, so a step of k
+    nodes does k nodes' work, and speedup = k * rate_k / (m * rate_m) for the smallest size m, efficiency = speedup * m / k
+    (1.0: each added node adds a whole node's throughput)."""
+    found = [e for e in events if e.get("event") == "scale"]
+    base = next((e for e in found if e.get("steps_per_second")), None)
+    rows = []
+    for event in found:
+        rate = event.get("steps_per_second")
+        speedup = round(event["world"] * rate / (base["world"] * base["steps_per_second"]), 2) if base and rate else None
+        rows.append({"world": event["world"], "nodes": event.get("nodes") or [], "steps_per_second": rate, "speedup": speedup,
+                     "efficiency": round(speedup * base["world"] / event["world"], 3) if speedup else None, "error": event.get("error")})
+    return rows
+
+
+def scale_rows(rows: list) -> list:
+    """The table status shows: [[nodes, their names, steps/s, speedup, efficiency, not measured because]]."""
+    return [[str(r["world"]), ", ".join(r["nodes"]), "-" if r["steps_per_second"] is None else "%.3g" % r["steps_per_second"],
+             "-" if r["speedup"] is None else "%sx" % r["speedup"], "-" if r["efficiency"] is None else "%d %%" % round(100 * r["efficiency"]),
+             r["error"] or ""] for r in rows]
+
+
+def scale_text(rows: list) -> str:
+    """"scaled: 2 nodes 1.8x 1 node (90 %), 3 nodes 2.1x (70 %)", with a size that was not measured named and why."""
+    measured = [r for r in rows if r["speedup"]]
+    base = measured[0]["world"] if measured else None
+    against = " %d node%s" % (base, "s" if base > 1 else "") if measured else ""
+    parts = ["%d node%s %sx%s (%d %%)" % (r["world"], "s" if r["world"] > 1 else "", r["speedup"], against if i == 1 else "",
+                                          round(100 * r["efficiency"])) for i, r in enumerate(measured) if i]
+    missed = ["%d nodes not measured: %s" % (r["world"], r["error"]) for r in rows if r["error"]]
+    return "%s: %s" % (SCALED_SHORT if missed else SCALED, "; ".join([", ".join(parts) or "one size measured"] + missed))
 
 
 def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events: list, unsupervised: str | None = None) -> str:
@@ -108,6 +145,8 @@ def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events
         return "running" if len(running) == len(states) else "partly running: %s" % ", ".join(n for n in states if n not in running)
     if all(seen["rc"] == 0 and not seen["stopped_by"] for seen in per_node.values()):
         return "succeeded"
+    if any(e.get("event") == "scaled" for e in events):
+        return scale_text(scale_table(events))
     if any(e.get("event") == "stop" for e in events):
         return "stopped after a stall (train_on_stall)" + (": %s" % guard if guard else "")
     return "stopped"
@@ -124,7 +163,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed,
     stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
     verdict), starts ([{attempt, nodes, why}]: the start and every
-    restart on the cluster, each with its nodes), records ({name: kind} of the job's records, its
+    restart on the cluster, each with its nodes), scale and scale_rows (train_action=scale's sizes: scale_table, and as
+    status shows them), records ({name: kind} of the job's records, its
     folder's files that collect copies), dir (the job's folder)}.
     """
     # The job's record and its supervisor's view, as the first node tells them (or any node, where it is gone).
@@ -167,11 +207,13 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         note = "%s gave no report: the job's supervisor runs there, so no stall or failure is acted on while it is gone" % nodes[0]
         if any(seen["restarting"] or seen["not_restarted"] for seen in per_node.values()):
             unsupervised = "%s, where the supervisor runs, gave no report" % nodes[0]
-    found = starts(record, events)
+    found, scaled = starts(record, events), scale_table(events)
     judged = {node: seen for node, seen in per_node.items() if not seen["standby"]}
-    return {"rows": rows, "nodes": per_node, "verdict": _verdict(record, judged, first, supervisor, events, unsupervised), "first_failed": first,
+    verdict = _verdict(record, judged, first, supervisor, events, unsupervised)
+    return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first,
             "stall_seconds": supervisor.get("stall_seconds"), "note": note, "events": events, "diagnosis": diagnosis,
-            "starts": found, "starts_text": starts_text(found), "records": head.get("records") or {}, "dir": head.get("dir")}
+            "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled),
+            "records": head.get("records") or {}, "dir": head.get("dir")}
 
 
 def starts_text(found: list) -> str | None:

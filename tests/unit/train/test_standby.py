@@ -96,7 +96,41 @@ def test_the_supervisor_puts_a_spare_that_answers_in_the_place_of_a_node_left_ou
 
 def test_without_a_spare_left_the_restart_goes_on_with_fewer_nodes_or_stops(cluster):
     gone = "unreachable on the training network (timed out)"
-    control, events, _ = supervised(cluster, 1, {"node2": gone, "node3": gone}, min_nodes=2)
+    control, events, dummy = supervised(cluster, 1, {"node2": gone, "node3": gone}, min_nodes=2)
     assert control["nodes"] == ["node1", "node4"] and [e["event"] for e in events] == ["left out", "left out", "spare joined", "restart"]
-    control, events, _ = supervised(cluster, 0, {"node2": gone, "node3": gone}, min_nodes=2)
+    control, events, dummy = supervised(cluster, 0, {"node2": gone, "node3": gone}, min_nodes=2)
     assert control["action"] == "stop" and events[-2]["event"] == "too few nodes"
+
+
+def test_the_sizes_of_a_scaling_run():
+    assert records.scale_sizes({}, 1) == [1] and records.scale_sizes({}, 3) == [1, 2, 3]
+    assert records.scale_sizes({}, 8) == [1, 2, 4, 8] and records.scale_sizes({}, 12) == [1, 2, 4, 8, 12]
+    assert records.scale_sizes({"sizes": [3, 1, 3]}, 3) == [1, 3]
+
+
+def test_a_scaling_run_measures_each_size_then_stops(cluster):
+    """train_action=scale on three nodes: node1 alone, then node1 and node2, then all three (the others stand by until
+    their size), each size's steps per second from node1's steps after the warmup; then every part stopped."""
+    # Its launch environment's NNODES is 3 (no launch.env here: a size short of all nodes sets it).
+    command = 'd=$(( 5 + 5 * ${NNODES:-3} )); i=0; while :; do i=$((i + 1)); echo "step $i loss 0.5 world $NNODES"; sleep 0.$d; done'
+    nodes = cluster(command, nodes=3, scale={"sizes": None, "warmup": 2, "steps": 5, "timeout": 60})
+    for node in nodes:
+        assert node.run("start").returncode == 0
+    wait_for(lambda: nodes[2].report()["state"] == records.SCALE_STANDBY, 10, "node3 standing by")
+    records_ = [wait_for(node.exit_record, 90, "the end of %s's part" % node.name) for node in nodes]
+    assert {(r["stopped_by"], r["final"]) for r in records_} == {(records.SCALED, True)}
+    found = [e for e in events(nodes[0]) if e["event"] in ("scale", "scaled")]
+    assert [(e["event"], e.get("world"), e.get("nodes")) for e in found] == [
+        ("scale", 1, ["node1"]), ("scale", 2, ["node1", "node2"]), ("scale", 3, ["node1", "node2", "node3"]), ("scaled", None, None)]
+    # Each size as fast as its sleep lets it (0.1, 0.15 and 0.2 s a step, plus the shell's own time).
+    rates = [e["steps_per_second"] for e in found[:3]]
+    assert all(e["steps"] == 5 for e in found[:3]) and rates[0] > rates[1] > rates[2] > 2, rates
+    # Every size started afresh, in its own checkpoint directory.
+    log = (Path(nodes[2].conf["job_dir"]) / "node3.log").read_text().splitlines()
+    assert log[0] == "trainops-job: restart 2 on node1, node2, node3 (train_action=scale: 3 nodes)" and log[1].startswith("step 1 ")
+    assert {p.name for p in Path(nodes[0].conf["checkpoint_dir"]).iterdir()} == {"scale-1-nodes", "scale-2-nodes", "scale-3-nodes"}
+    assert nodes[0].report()["state"] == "stopped: scaling measured"
+
+
+def events(node):
+    return json.loads((Path(node.conf["job_dir"]) / records.JOB_RECORD).read_text())["events"]

@@ -14,7 +14,7 @@ As root (train.yml, systemd's unit, Slurm's task):
   diagnose NAME STALL   this node's answer to the supervisor's stall STALL (the runner starts it)
 As the training user:
   stop-local NAME BY N  node BY failed in attempt N (over SSH from BY): this node's part of that attempt ends
-  tee NAME              the command's output from stdin into the node's log and progress record (the runner's)
+  tee NAME ATTEMPT      the command's output from stdin into the node's log and progress record (the runner's)
   supervise NAME PID    the first node's stall supervisor, while runner PID runs (the runner's)
   wait NAME SECONDS     until the job ends, stalls or SECONDS pass (train_action=watch): ended, stalled or watching
 """
@@ -54,14 +54,14 @@ _ACTIONS = {
     "report": lambda job: _printed(report.report(job)),
     "diagnose": _diagnose,
     "stop-local": lambda job, by, attempt: lifecycle.stop_local(job, by, attempt) or 0,
-    "tee": lambda job: tee.tee(job, sys.stdin.buffer.fileno()),
+    "tee": lambda job, attempt: tee.tee(job, sys.stdin.buffer.fileno(), attempt=int(attempt)),
     "supervise": lambda job, pid: supervisor.main(job, int(pid)),
     "wait": lambda job, seconds: print(supervisor.wait(job, float(seconds))) or 0,
 }
 
 
 def main(argv: list) -> int:
-    takes = {"diagnose": 1, "stop-local": 2, "supervise": 1, "wait": 1}
+    takes = {"diagnose": 1, "stop-local": 2, "supervise": 1, "wait": 1, "tee": 1}
     if len(argv) < 2 or argv[0] not in _ACTIONS or len(argv) != 2 + takes.get(argv[0], 0):
         print(__doc__.strip(), file=sys.stderr)
         return 2

@@ -29,6 +29,8 @@ STALL_STOP = "train_on_stall=stop"
 LEFT_OUT = "left out of a restart"
 # A spare's standby ended with the job's supervision, no restart having brought it in.
 NOT_NEEDED = "not needed: the job's supervision ended"
+# train_action=scale: every size measured (or one could not be), the supervisor ended the run.
+SCALED = "train_action=scale: measured"
 # Why a failed part ended for good with no restart (its exit record's not_restarted): the supervisor, on the first
 # node, gave no word for train_supervisor_silence (its node lost).
 SUPERVISOR_SILENT = "the supervisor is silent"
@@ -48,6 +50,7 @@ NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json"
 # A node's part, as its report says it. A spare (group cluster_spare) stands by until a restart brings it in.
 RUNNING = "running"
 STANDBY = "standby (a spare)"
+SCALE_STANDBY = "standby (for a larger size of the scaling run)"
 NOT_STARTED = "not started"
 LOST = "failed: its runner ended without a record"
 
@@ -56,21 +59,29 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def state(exit_record: dict | None, running: bool, lost: bool = False, standby: bool = False) -> str:
-    """How a node's part stands: running (standby: a spare's, not brought in yet), not started, or how it ended (its
-    exit record; lost: its runner ended without one, killed say; an attempt's end that is not final waits for the
-    supervisor's restart)."""
+def state(exit_record: dict | None, running: bool, lost: bool = False, standby: str | None = None) -> str:
+    """How a node's part stands: running (standby: how it waits, a spare's or a scaling run's node, where it has not been
+    brought in yet), not started, or how it ended (its exit record; lost: its runner ended without one, killed say; an
+    attempt's end that is not final waits for the supervisor's restart)."""
     if running and not exit_record:
-        return STANDBY if standby else RUNNING
+        return standby or RUNNING
     if exit_record is None:
         return LOST if lost else NOT_STARTED
     by = exit_record.get("stopped_by")
     shown = {USER_STOP: "stopped", STALL_STOP: "stopped: stalled", LEFT_OUT: "stopped: left out of the restart",
-             NOT_NEEDED: "standby ended: " + NOT_NEEDED}.get(by) or (
+             NOT_NEEDED: "standby ended: " + NOT_NEEDED, SCALED: "stopped: scaling measured"}.get(by) or (
         "stopped: %s failed" % by if by else "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"])
     if exit_record.get("not_restarted"):
         return shown + "; not restarted: %s" % exit_record["not_restarted"]
     return shown if exit_record.get("final", True) else shown + "; restart pending"
+
+
+def scale_sizes(scale: dict, nodes: int) -> list:
+    """The world sizes of train_action=scale, smallest first: the sizes asked for, else 1, 2, 4, ... below the node
+    count, and the node count."""
+    if scale.get("sizes"):
+        return sorted(set(int(size) for size in scale["sizes"]))
+    return [2 ** i for i in range(nodes.bit_length()) if 2 ** i < nodes] + [nodes]
 
 
 def record_kind(name: str, nodes: list) -> str | None:
@@ -113,6 +124,9 @@ class Job:
         self.nodes, self.spares = conf["nodes"], conf.get("spares") or []
         self.members = self.nodes + self.spares
         self.first = self.node == self.nodes[0]
+        # train_action=scale: the nodes of the first size start; the others stand by until a larger size names them.
+        scale = conf.get("scale")
+        self.starters = self.nodes[:scale_sizes(scale, len(self.nodes))[0]] if scale else self.nodes
         self.user = pwd.getpwnam(conf["user"])
 
     @classmethod

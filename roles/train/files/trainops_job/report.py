@@ -43,8 +43,9 @@ def report(job: records.Job, clock=time.time) -> dict:
     lost = not alive and not final and os.path.exists(job.run_path("pid"))
     running = alive and not final
     standby = job.standing_by() if running else bool((ended or {}).get("standby"))
+    waits = (records.STANDBY if job.node in job.spares else records.SCALE_STANDBY) if standby else None
     out = {"node": job.node, "run_id": job.run_id, "now": round(clock(), 3), "running": running, "standby": standby,
-           "state": records.state(ended, running, lost, standby), "failed": lost or bool(final and ended["rc"] != 0 and not ended.get("stopped_by")),
+           "state": records.state(ended, running, lost, waits), "failed": lost or bool(final and ended["rc"] != 0 and not ended.get("stopped_by")),
            "restarting": running and ended is not None,
            "attempt": (ended or {}).get("attempt"),
            "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),

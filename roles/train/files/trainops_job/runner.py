@@ -37,13 +37,19 @@ def helper_env() -> dict:
     return env
 
 
-def job_env(job: records.Job, attempt: int) -> dict:
+def checkpoint_dir(job: records.Job, nodes: list) -> str:
+    """Where the command checkpoints: the job's directory; train_action=scale gives each size one of its own, so that
+    every size starts afresh (a checkpoint of another world size is not resumed)."""
+    return "%s/scale-%d-nodes" % (job.conf["checkpoint_dir"], len(nodes)) if job.conf.get("scale") else job.conf["checkpoint_dir"]
+
+
+def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
     """What the command gets on top of its node's launch environment (trainops-run and trainops-env add that)."""
     conf, node = job.conf, job.node
     recorder = "%s/%s/%s-rank" % (job.dir, records.FLIGHT_RECORDER, node)
     return {
         "TRAINOPS_RUN_ID": job.run_id, "TRAINOPS_NODE": node, "TRAINOPS_JOB": job.name, "TRAINOPS_ATTEMPT": str(attempt),
-        "TRAINOPS_CHECKPOINT_DIR": conf["checkpoint_dir"],
+        "TRAINOPS_CHECKPOINT_DIR": checkpoint_dir(job, nodes),
         # LLaMA-Factory reads RDZV_ID and MAX_RESTARTS (the c10d elastic launch); without FORCE_TORCHRUN it runs a node
         # with one GPU as a job of its own instead of a part of this one.
         "RDZV_ID": job.run_id, "MAX_RESTARTS": str(conf["max_restarts"]), "FORCE_TORCHRUN": "1",
@@ -141,7 +147,9 @@ class Runner:
         """The command, its output through the progress reader into the node's log (tee)."""
         self.job.mark("attempt", str(attempt))
         self.nodes = nodes
-        conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt))
+        conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt, nodes))
+        if conf.get("scale"):
+            self.job.makedirs(checkpoint_dir(self.job, nodes))
         if "restart" in (conf.get("on_failure"), conf.get("on_stall")):
             self.gpus = health.snapshot()
         argv = list(conf["launcher"]) + ["sh", "-c", command(self.job, nodes)]
@@ -150,14 +158,14 @@ class Runner:
             # The engine runs as root, the ranks as the training user (trainops-run --user). A restart's container has a
             # name of its own: the last one may still be being removed.
             name = "%s-%s%s" % (self.job.run_id, self.job.node, "-%d" % attempt if attempt else "")
-            passed = [word for key in sorted(job_env(self.job, attempt)) for word in ("--env", key)]
+            passed = [word for key in sorted(job_env(self.job, attempt, nodes)) for word in ("--env", key)]
             env["TRAINOPS_RUN_OPTS"] = " ".join(["--name", name] + passed + list(conf["run_opts"]))
         else:
             ids = self._as_user()
             env.update(HOME=self.job.user.pw_dir, USER=self.job.user.pw_name, LOGNAME=self.job.user.pw_name)
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       env=env, cwd="/", **ids)
-        self.tee = subprocess.Popen(program("tee", self.job.name), stdin=self.child.stdout, env=helper_env(), cwd="/",
+        self.tee = subprocess.Popen(program("tee", self.job.name, str(attempt)), stdin=self.child.stdout, env=helper_env(), cwd="/",
                                     **self._as_user())
         self.child.stdout.close()
 
@@ -266,7 +274,7 @@ class Runner:
             # controller's playbook, and ends with this runner.
             supervisor = subprocess.Popen(program("supervise", job.name, str(os.getpid())), env=helper_env(), cwd="/",
                                           stdin=subprocess.DEVNULL, **self._as_user())
-        rc = self._attempts(0, list(job.nodes), None, started) if job.node in job.nodes else self._spare(started)
+        rc = self._attempts(0, list(job.starters), None, started) if job.node in job.starters else self._spare(started)
         if supervisor:
             supervisor.terminate()  # it writes its records whole (renamed into place): nothing is left half written
             supervisor.wait()
@@ -280,8 +288,9 @@ class Runner:
         return rc
 
     def _spare(self, started: str) -> int:
-        """A spare's part: it stands by until the supervisor's restart brings it in, in place of a node left out; or it
-        ends, recorded as a standby that was not needed (or that a user stopped)."""
+        """A spare's part (or, in a scaling run, a node of a larger size): it stands by until the supervisor's restart
+        brings it in, in place of a node left out (or with its size); or it ends, recorded as a standby that was not
+        needed (or that a user stopped)."""
         joined = self._standby()
         if joined["action"] == "restart":
             self._say_restart(joined)
@@ -304,7 +313,8 @@ class Runner:
             rc = exit_status(self.child.wait())
             self.tee.wait()
             user = self.stop.asked or job.stopping()
-            by = records.USER_STOP if user else (job.stopped_by_mark() or peer or (records.STALL_STOP if request else None))
+            asked = (request.get("by") or records.STALL_STOP) if request else None  # the supervisor's reason, where it gave one
+            by = records.USER_STOP if user else (job.stopped_by_mark() or peer or asked)
             # A part that failed, or was stopped by a peer's failure, waits for the supervisor's word where failures restart.
             failure = not user and not request and (rc != 0 or by) and job.conf.get("on_failure") == "restart"
             restart = request if request and request["action"] == "restart" else None

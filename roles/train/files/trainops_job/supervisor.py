@@ -64,7 +64,7 @@ class Supervisor:
         self.job, self.clock, self.sleep = job, clock, sleep
         watch = job.read(records.SUPERVISOR_VIEW, {})
         # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on).
-        fresh = {"run_id": job.run_id, "restarts": 0, "stalls": 0, "requests": 0, "attempt": 0, "nodes": list(job.nodes),
+        fresh = {"run_id": job.run_id, "restarts": 0, "stalls": 0, "requests": 0, "attempt": 0, "nodes": list(job.starters),
                  "spares": list(job.spares), "since": round(clock(), 3), "checkpoint": self.newest_checkpoint(), "without_progress": 0}
         self.watch = watch if watch.get("run_id") == job.run_id else fresh
         self.watch.pop("ended", None)  # its runner's word once it has ended: this supervisor runs again
@@ -137,6 +137,41 @@ class Supervisor:
         first = torchrun.first_failed(failed, logs, self.job.conf["addresses"], {n: ended[n].get("ended") for n in failed})
         self.event(event="failure", attempt=watch["attempt"], nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
         self.restart("%s failed first (train_on_failure: restart)" % first)
+
+    def scaling(self, now: float) -> None:
+        """train_action=scale: the command on the first size's nodes, then on each larger size in turn (a restart with
+        its nodes; the others stand by until then), each size's throughput measured on the first node's steps: `steps`
+        steps after `warmup` (the rendezvous, the first steps). Once every size is measured, or one did not reach its
+        steps within `timeout` seconds of its start, every node's part is stopped."""
+        watch, plan = self.watch, self.job.conf["scale"]
+        if watch.get("scaled"):
+            return
+        since, size = watch.get("restarted_at") or watch["since"], len(watch["nodes"])
+        first = self.job.of_this_run(self.job.node_path("progress", self.job.nodes[0])) or {}
+        # This size's steps: the last attempt's lines may still arrive after its restart was asked for.
+        ours = first.get("attempt", 0) == watch["attempt"]
+        points = [p for p in first.get("points") or [] if ours and p[0] >= first.get("attempt_at", since)]
+        warmup, steps = int(plan["warmup"]), int(plan["steps"])
+        found = {"world": size, "nodes": list(watch["nodes"])}
+        if len(points) > warmup + steps:
+            (t0, s0), (t1, s1) = points[warmup][:2], points[warmup + steps][:2]
+            found.update(steps=s1 - s0, seconds=round(t1 - t0, 3), steps_per_second=round((s1 - s0) / (t1 - t0), 4) if t1 > t0 else None)
+        elif now - since > float(plan["timeout"]):
+            found.update(error="%d of %d steps within %d s (train_scale_timeout)" % (len(points), warmup + steps + 1, plan["timeout"]))
+        else:
+            return
+        watch.setdefault("scale", []).append(found)
+        self.event(event="scale", **found)
+        larger = [n for n in records.scale_sizes(plan, len(self.job.nodes)) if n > size]
+        if larger and "error" not in found:
+            nodes = self.job.nodes[:larger[0]]
+            watch["restarted_at"] = round(self.clock(), 3)
+            self.request("restart", nodes=nodes, why="train_action=scale: %d nodes" % len(nodes))
+            watch["attempt"], watch["nodes"] = watch["requests"], nodes
+            return
+        watch["scaled"] = True
+        self.event(event="scaled", sizes=[r["world"] for r in watch["scale"]])
+        self.request("stop", by=records.SCALED)
 
     def gone(self, nodes: list, waited: float) -> bool:
         """Whether every node still to end its part is unreachable on the training network (powered off, say): no part
@@ -249,7 +284,9 @@ class Supervisor:
             self.act(stall, seconds)
         if stall and judged == (last_step_at, watch["restarts"]):
             state = "stalled"
-        if self.job.conf.get("on_failure") == "restart":
+        if self.job.conf.get("scale"):
+            self.scaling(now)
+        elif self.job.conf.get("on_failure") == "restart":
             self.failure(now)
         note = None if last_step_at else unknown(watch["since"], now, float(self.job.conf["stall_floor"]))
         watch.update(state=state, stall_seconds=seconds, last_step_at=last_step_at, checked=round(now, 3), note=note)

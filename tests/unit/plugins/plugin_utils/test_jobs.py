@@ -277,3 +277,24 @@ def test_every_verdict_has_its_place_on_the_pages_scale():
              'partly running: node2': 'warn', 'queued in Slurm (Resources)': 'warn', 'stalled: no node logged a new step for 15 s': 'warn',
              'restarting: node1, node2 wait for the supervisor\'s restart': 'warn', 'stopped': None, 'no such job': None}
     assert {verdict: jobs.verdict_scale(verdict) for verdict in cases} == cases
+
+
+def test_a_scaling_run_says_what_each_size_buys():
+    events = [{'event': 'scale', 'run_id': RECORD['run_id'], 'world': 1, 'nodes': ['node1'], 'steps_per_second': 2.0},
+              {'event': 'scale', 'run_id': RECORD['run_id'], 'world': 2, 'nodes': ['node1', 'node2'], 'steps_per_second': 1.8},
+              {'event': 'scale', 'run_id': RECORD['run_id'], 'world': 3, 'nodes': NODES, 'steps_per_second': 1.4},
+              {'event': 'scaled', 'run_id': RECORD['run_id'], 'sizes': [1, 2, 3]}]
+    record = dict(RECORD, nodes=NODES, events=events)
+    parts = reports(*(report(n, 'stopped: scaling measured', rc=143, stopped_by='train_action=scale: measured') for n in NODES),
+                    record=record)
+    status = jobs.status(NODES, parts, ADDRESSES)
+    assert status['verdict'] == 'scaled: 2 nodes 1.8x 1 node (90 %), 3 nodes 2.1x (70 %)'
+    assert jobs.verdict_scale(status['verdict']) == 'pass'
+    assert [(r['world'], r['speedup'], r['efficiency']) for r in status['scale']] == [(1, 1.0, 1.0), (2, 1.8, 0.9), (3, 2.1, 0.7)]
+    assert status['scale_rows'][2] == ['3', 'node1, node2, node3', '1.4', '2.1x', '70 %', '']
+    # A size that did not log its steps in time ends the run: named, and the verdict is a part.
+    events[2] = {'event': 'scale', 'run_id': RECORD['run_id'], 'world': 3, 'nodes': NODES,
+                 'error': '4 of 26 steps within 300 s (train_scale_timeout)'}
+    status = jobs.status(NODES, parts, ADDRESSES)
+    assert status['verdict'] == 'scaled in part: 2 nodes 1.8x 1 node (90 %); 3 nodes not measured: 4 of 26 steps within 300 s (train_scale_timeout)'
+    assert jobs.verdict_scale(status['verdict']) == 'warn' and status['scale_rows'][2][2:5] == ['-', '-', '-']
