@@ -16,7 +16,8 @@ import time
 STATES = {"R": "running", "S": "sleeping", "D": "uninterruptible", "T": "stopped", "t": "traced", "Z": "zombie"}
 
 
-def _read(path, mode="r"):
+def read(path, mode="r"):
+    """A file's contents (bytes with mode "rb"), or None once the process it describes has ended."""
     try:
         with open(path, mode) as handle:
             return handle.read()
@@ -26,7 +27,7 @@ def _read(path, mode="r"):
 
 def _status(proc, pid):
     """(state, parent pid) from /proc/<pid>/status."""
-    fields = dict(line.split(":", 1) for line in (_read(os.path.join(proc, pid, "status")) or "").splitlines() if ":" in line)
+    fields = dict(line.split(":", 1) for line in (read(os.path.join(proc, pid, "status")) or "").splitlines() if ":" in line)
     if "State" not in fields:
         return "gone", None
     letter = fields["State"].split()[0]
@@ -43,13 +44,13 @@ def find(name, value, proc="/proc", having=None):
     for pid in sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int):
         if int(pid) == os.getpid():
             continue
-        environ = _read(os.path.join(proc, pid, "environ"), "rb")
+        environ = read(os.path.join(proc, pid, "environ"), "rb")
         variables = environ.split(b"\0") if environ is not None else []
         if marker not in variables or (pair and pair not in variables) or (prefix and not any(v.startswith(prefix) for v in variables)):
             continue
         state, parent = _status(proc, pid)
         if state not in ("zombie", "gone"):
-            found.append({"pid": int(pid), "state": state, "comm": (_read(os.path.join(proc, pid, "comm")) or "?").strip(),
+            found.append({"pid": int(pid), "state": state, "comm": (read(os.path.join(proc, pid, "comm")) or "?").strip(),
                           "parent": parent})
     return found
 

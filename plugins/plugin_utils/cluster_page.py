@@ -148,6 +148,12 @@ def _event_detail(event):
         return "attempt %s of %s" % (event.get("attempt"), event.get("limit"))
     if kind == "restart limit":
         return "%s of %s restarts made" % (event.get("restarts"), event.get("limit"))
+    if kind == "slow":
+        return event.get("text") or ""
+    if kind == "spare joined":
+        return "%s in place of %s" % (event.get("node"), event.get("replaces"))
+    if kind == "scale":
+        return "%s nodes: %s" % (event.get("world"), event.get("error") or "%s steps/s" % event.get("steps_per_second"))
     return event.get("why") or ""
 
 
@@ -201,7 +207,8 @@ def _job(name, report, made):
             "diagnosis": diagnosis,
             "events": [{"seconds": round(event["at"] - origin, 1) if event.get("at") else None, "event": event.get("event"),
                         "detail": _event_detail(event)} for event in events],
-            "progress": _job_progress(points, events, origin), "losses": _job_losses(points)}
+            "progress": _job_progress(points, events, origin), "losses": _job_losses(points),
+            "scale_rows": report.get("scale_rows") or []}
 
 
 def jobs(reports, made):
@@ -214,7 +221,7 @@ def jobs(reports, made):
       diagnosis: {text, culprits: [{rank, node, why}], odd: [who each culprit is]} or None,
       events: [{seconds (since the job's first point, else its first event), event, detail}],
       progress: {nodes: [[node, [[seconds, step]]]], marks: [[seconds, "stall" | "restart N"]]} or None without points,
-      losses: [[step, loss]]}].
+      losses: [[step, loss]], scale_rows: train_action=scale's table, as status shows it ([] for another job)}].
     """
     return [_job(name, report, made.get(name)) for name, report in reports.items()]
 

@@ -68,7 +68,7 @@ def progress_of(progress, now):
 # in a spare's place, stalled, restarting). Any other verdict (stopped by a user, no such job) is not judged.
 VERDICT_FAILED = ("failed", "stopped after a stall")
 VERDICT_WELL = ("running", "succeeded", SCALED)
-VERDICT_UNDER_WAY = ("partly running", "running on", "queued", "stalled", "restarting", SCALED_SHORT)
+VERDICT_UNDER_WAY = ("partly running", "running on", "running, slow", "queued", "stalled", "restarting", SCALED_SHORT)
 
 
 def verdict_scale(verdict: str) -> str | None:
@@ -141,6 +141,8 @@ def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events
             return "running on %d nodes: %s%s" % (len(running), ", ".join("%s (a spare) in place of %s" % item for item in joined.items()),
                                                   "; %s left out" % ", ".join(rest) if rest else "")
         return "running on %d of %d nodes (%s left out)" % (len(running), len(states), ", ".join(out))
+    if running and len(running) == len(states) and supervisor.get("slow"):
+        return "running, slow: %s" % supervisor["slow"]["text"]
     if running:
         return "running" if len(running) == len(states) else "partly running: %s" % ", ".join(n for n in states if n not in running)
     if all(seen["rc"] == 0 and not seen["stopped_by"] for seen in per_node.values()):
@@ -163,8 +165,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed,
     stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
     verdict), starts ([{attempt, nodes, why}]: the start and every
-    restart on the cluster, each with its nodes), scale and scale_rows (train_action=scale's sizes: scale_table, and as
-    status shows them), records ({name: kind} of the job's records, its
+    restart on the cluster, each with its nodes), slow (the supervisor's straggler, perf.straggler, or None), scale and
+    scale_rows (train_action=scale's sizes: scale_table, and as status shows them), records ({name: kind} of the job's records, its
     folder's files that collect copies), dir (the job's folder)}.
     """
     # The job's record and its supervisor's view, as the first node tells them (or any node, where it is gone).
@@ -211,7 +213,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     judged = {node: seen for node, seen in per_node.items() if not seen["standby"]}
     verdict = _verdict(record, judged, first, supervisor, events, unsupervised)
     return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first,
-            "stall_seconds": supervisor.get("stall_seconds"), "note": note, "events": events, "diagnosis": diagnosis,
+            "stall_seconds": supervisor.get("stall_seconds"), "slow": supervisor.get("slow"), "note": note, "events": events,
+            "diagnosis": diagnosis,
             "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled),
             "records": head.get("records") or {}, "dir": head.get("dir")}
 

@@ -26,7 +26,8 @@ def defined():
              records.FLIGHT_RECORDER]
     suffixes = [pattern.replace("%s", "") for pattern in records.NODE_FILES.values()]
     states = [records.NOT_STARTED, records.LOST, records.state({"rc": 0}, False), records.state({"rc": 1, "stopped_by": records.STALL_STOP}, False)]
-    return names + [records.USER_STOP, records.STALL_STOP, records.LEFT_OUT] + states, suffixes
+    reasons = [records.USER_STOP, records.STALL_STOP, records.LEFT_OUT, records.NOT_NEEDED, records.SCALED]
+    return names + reasons + states + [records.STANDBY, records.SCALE_STANDBY], suffixes
 
 
 def literals():
@@ -58,7 +59,7 @@ def spelled(words, suffixes, found):
 
 def test_each_file_state_and_stop_reason_is_defined_in_records_alone():
     words, suffixes = defined()
-    assert len(words) + len(suffixes) == 18 and all(words + suffixes)
+    assert len(words) + len(suffixes) == 23 and all(words + suffixes)
     assert [(str(path.relative_to(ROOT)), text) for path, text in literals() if spelled(words, suffixes, text)] == []
 
 

@@ -19,7 +19,7 @@ def prepare(job: records.Job) -> None:
     """Before every node starts: the job's folder and its checkpoints' (as the training user), this node's records of an
     earlier start gone, and the job record written by the first node, so that a status right after the start reads it."""
     job.makedirs(job.dir, job.conf["checkpoint_dir"], job.path(records.FLIGHT_RECORDER))
-    job.remove(*(job.node_path(kind) for kind in ("exit", "stopped_by", "progress", "diagnosis")))
+    job.remove(*(job.node_path(kind) for kind in ("exit", "stopped_by", "progress", "diagnosis", "perf")))
     job.unmark("stopping")
     job.unmark("pid")  # an earlier start's runner that ended without its record
     job.unmark("attempt")

@@ -43,7 +43,7 @@ STALL_REQUEST = "stall.json"
 CONTROL_REQUEST = "control.json"
 SUPERVISOR_LOG = "supervisor.log"
 FLIGHT_RECORDER = "flight-recorder"
-NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json", "diagnosis": "%s.diagnosis.json",
+NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json", "diagnosis": "%s.diagnosis.json", "perf": "%s.perf.json",
               "stopped_by": "%s.stopped-by"}
 
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from . import _checkpoints, health, processes, records
+from . import _checkpoints, health, perf, processes, records
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -137,6 +137,7 @@ class Runner:
         self.nodes = list(job.nodes)  # the nodes of the attempt under way
         self.helpers = []  # diagnoses under way: reaped as they end
         self.gpus = None  # this node's GPUs as an attempt started (health.snapshot), where a restart may follow
+        self.sampler = None  # where this node's ranks spend their time (perf), in the attempt under way
 
     def _as_user(self) -> dict:
         user = self.job.user
@@ -146,7 +147,7 @@ class Runner:
     def launch(self, attempt: int, nodes: list) -> None:
         """The command, its output through the progress reader into the node's log (tee)."""
         self.job.mark("attempt", str(attempt))
-        self.nodes = nodes
+        self.nodes, self.sampler = nodes, perf.Sampler(self.job.run_id, self.job.node)
         conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt, nodes))
         if conf.get("scale"):
             self.job.makedirs(checkpoint_dir(self.job, nodes))
@@ -184,6 +185,16 @@ class Runner:
         self.helpers.append(subprocess.Popen(program("diagnose", self.job.name, str(asked)), env=helper_env(), cwd="/"))
         return asked
 
+    def _sample(self, attempt: int) -> None:
+        """One look at where this node's ranks spend their time; each window's shares to the node's perf record."""
+        try:
+            self.sampler.sample()
+            if self.sampler.due():
+                self.job.write(self.job.node_path("perf"), dict(self.sampler.window(), run_id=self.job.run_id, node=self.job.node,
+                                                                attempt=attempt))
+        except OSError:
+            pass  # a window not written (shared storage away a moment): the next one is
+
     def _request(self, handled: int | None) -> dict | None:
         """The supervisor's latest request (stop or restart) for this start, if not handled yet."""
         request = self.job.of_this_run(records.CONTROL_REQUEST)
@@ -214,6 +225,7 @@ class Runner:
                 self.end()
                 return None, peer, answered
             self.stop.wait(1.0)
+            self._sample(attempt)
         # A peer's ranks ended by the supervisor's request may end this node's before this node reads it.
         return (None if self.stop.asked else self._request(handled)), None, answered
 

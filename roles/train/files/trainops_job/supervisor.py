@@ -4,9 +4,10 @@
 """The job's supervisor, on the first node, as the training user: every node's progress watched, a stall judged (no
 node logged a new step for the stall time), every node asked for its diagnosis, the verdict recorded, and what
 train_on_stall says done (report, stop, restart) without the controller; a failed part (train_on_failure: restart)
-restarted from the newest complete checkpoint on the nodes that still answer, within the restart limit and short of a
-crash loop. It also says when no step was recognised at all: a job whose trainer prints its steps in a form not read
-is never judged stalled."""
+restarted from the newest complete checkpoint on the nodes that still answer (a spare standing by in the place of one
+that does not), within the restart limit and short of a crash loop. While steps come it names a straggler (perf); for
+train_action=scale it runs and measures each size in turn. It also says when no step was recognised at all: a job
+whose trainer prints its steps in a form not read is never judged stalled."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 import threading
 import time
 
-from . import _checkpoints, diagnosis, records, report, torchrun, verdict
+from . import _checkpoints, diagnosis, perf, records, report, torchrun, verdict
 
 # Seconds every node has to answer a stall with its diagnosis; a node silent after that "stopped answering".
 DIAGNOSIS_WAIT = verdict.DIAGNOSIS_WAIT
@@ -138,6 +139,17 @@ class Supervisor:
         self.event(event="failure", attempt=watch["attempt"], nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
         self.restart("%s failed first (train_on_failure: restart)" % first)
 
+    def slow(self, now: float | None) -> None:
+        """Whether a node's ranks hold the others back (perf.straggler), judged while steps come (now), else not judged:
+        the view's slow, and an event when a straggler is first named (or another one is)."""
+        watch = self.watch
+        found = perf.straggler({n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch["nodes"]}, now,
+                               watch["attempt"]) if now else None
+        if found and (watch.get("slow") or {}).get("node") != found["node"]:
+            self.event(event="slow", kind="straggler", **found)
+            print("slow: %s" % found["text"], flush=True)
+        watch["slow"] = found
+
     def scaling(self, now: float) -> None:
         """train_action=scale: the command on the first size's nodes, then on each larger size in turn (a restart with
         its nodes; the others stand by until then), each size's throughput measured on the first node's steps: `steps`
@@ -196,7 +208,7 @@ class Supervisor:
                 watch["without_progress"], "after step %s" % watch["checkpoint"] if watch["checkpoint"] is not None else "at all")
             self.event(event="crash loop", restarts=watch["without_progress"], checkpoint=watch["checkpoint"], why=text)
             return self.stop(text)
-        answers = self.gpu_faults(self.probe(watch["nodes"] + watch["spares"]))
+        answers = self.gpu_faults(self.probe(watch["nodes"] + watch.setdefault("spares", [])))
         for node in watch["nodes"]:
             if answers[node]:
                 self.event(event="left out", node=node, why=answers[node])
@@ -284,6 +296,7 @@ class Supervisor:
             self.act(stall, seconds)
         if stall and judged == (last_step_at, watch["restarts"]):
             state = "stalled"
+        self.slow(now if last_step_at and not stall else None)
         if self.job.conf.get("scale"):
             self.scaling(now)
         elif self.job.conf.get("on_failure") == "restart":

@@ -145,7 +145,8 @@ def test_a_running_job_shows_each_nodes_state_step_and_last_line():
                   "first_failed": False, "culprit": False},
                  {"node": "node3", "state": "running", "step": "-", "logged": "-", "steps_per_minute": "-", "last_line": "-",
                   "first_failed": False, "culprit": False}],
-        "progress": {"nodes": [["node1", [[0.0, 148], [2.0, 149]]]], "marks": []}, "losses": [[148, 0.06], [149, 0.0548]]}]
+        "progress": {"nodes": [["node1", [[0.0, 148], [2.0, 149]]]], "marks": []}, "losses": [[148, 0.06], [149, 0.0548]],
+        "scale_rows": []}]
 
 
 def test_a_report_of_four_columns_still_shows():
@@ -236,3 +237,21 @@ def test_each_job_verdict_has_its_colour():
     assert [(job["verdict"], job["status"]) for job in cluster_page.jobs(reports, {})] == [
         ("succeeded", "PASS"), ("partly running: node1", "WARN"), ("queued in Slurm (ReqNodeNotAvail)", "WARN"), ("stopped", "NOT RUN"),
         ("stalled: no node logged a new step for 120 s", "WARN"), ("stopped after a stall (train_on_stall)", "FAIL")]
+
+
+def test_a_scaling_run_shows_its_table_and_a_slow_job_its_straggler():
+    events = [{"event": "scale", "world": 1, "nodes": ["node1"], "steps_per_second": 4.75, "at": T0 + 20},
+              {"event": "scale", "world": 3, "nodes": NODES, "steps_per_second": 4.54, "at": T0 + 60},
+              {"event": "scaled", "sizes": [1, 3], "at": T0 + 61}]
+    record = dict(RECORD, events=[dict(event, run_id=RECORD["run_id"]) for event in events])
+    parts = [part(n, "stopped: scaling measured", 143, "2026-12-01T12:55:00Z", "train_action=scale: measured") for n in NODES]
+    job = cluster_page.jobs({"s1": job_report(parts, record)}, {})[0]
+    assert (job["verdict"], job["status"]) == ("scaled: 3 nodes 2.87x 1 node (96 %)", "PASS")
+    assert job["scale_rows"] == [["1", "node1", "4.75", "1.0x", "100 %", ""], ["3", "node1, node2, node3", "4.54", "2.87x", "96 %", ""]]
+    assert [e["detail"] for e in job["events"]] == ["1 nodes: 4.75 steps/s", "3 nodes: 4.54 steps/s", ""]
+    text = "straggler: node3's ranks are busy 97 % of the time, the other nodes' 22 % (they wait for it)"
+    record = dict(RECORD, events=[{"event": "slow", "node": "node3", "text": text, "at": T0 + 30, "run_id": RECORD["run_id"]},
+                                  {"event": "spare joined", "node": "node4", "replaces": "node2", "at": T0 + 40, "run_id": RECORD["run_id"]}])
+    job = cluster_page.jobs({"s2": job_report([part(n) for n in NODES], record, {"run_id": RECORD["run_id"], "slow": {"text": text}})}, {})[0]
+    assert (job["verdict"], job["status"]) == ("running, slow: " + text, "WARN") and job["scale_rows"] == []
+    assert [e["detail"] for e in job["events"]] == [text, "node4 in place of node2"]

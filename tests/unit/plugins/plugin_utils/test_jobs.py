@@ -298,3 +298,11 @@ def test_a_scaling_run_says_what_each_size_buys():
     status = jobs.status(NODES, parts, ADDRESSES)
     assert status['verdict'] == 'scaled in part: 2 nodes 1.8x 1 node (90 %); 3 nodes not measured: 4 of 26 steps within 300 s (train_scale_timeout)'
     assert jobs.verdict_scale(status['verdict']) == 'warn' and status['scale_rows'][2][2:5] == ['-', '-', '-']
+
+
+def test_a_straggler_makes_a_running_job_slow():
+    slow = {'node': 'node3', 'busy': 0.97, 'others': 0.225, 'ratio': 4.31,
+            'text': "straggler: node3's ranks are busy 97 % of the time, the other nodes' 22 % (they wait for it); it computes at least 4.3x longer per step"}
+    status = jobs.status(NODES, reports(*(report(n) for n in NODES), supervisor={'slow': slow}), ADDRESSES)
+    assert status['verdict'] == 'running, slow: ' + slow['text'] and status['slow'] == slow
+    assert jobs.verdict_scale(status['verdict']) == 'warn'

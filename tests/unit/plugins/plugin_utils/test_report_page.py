@@ -219,3 +219,13 @@ def test_a_job_whose_steps_are_not_recognised_says_so_on_the_page(tmp_path):
     write_job(tmp_path, "odd", {"node1": ["it=3 | J=0.25"]}, watch={"run_id": "r1", "state": "waiting for the first step", "note": note})
     html, _verdict = report_page.build(str(tmp_path), TEMPLATE, "train")
     assert '<p class="diagnosis">%s</p>' % note in jobs_section(html)
+
+
+def test_a_scaling_runs_table_is_on_the_page(tmp_path):
+    reports = with_curve(tmp_path)
+    write_job(reports, "scale", {"node1": ["step 40"], "node2": ["step 40"]}, events=[
+        {"event": "scale", "run_id": "r1", "world": 1, "nodes": ["node1"], "steps_per_second": 4.75, "at": T0 + 20},
+        {"event": "scale", "run_id": "r1", "world": 2, "nodes": ["node1", "node2"], "steps_per_second": 4.74, "at": T0 + 40}])
+    section = jobs_section(report_page.build(str(reports), TEMPLATE, "train")[0])
+    assert "<h4>What each size buys (train_action=scale)</h4>" in section
+    assert "<tr><td>2</td><td>node1, node2</td><td>4.74</td><td>2.0x</td><td>100 %</td><td></td></tr>" in section
