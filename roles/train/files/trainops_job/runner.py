@@ -237,14 +237,17 @@ class Runner:
             request = self._request(handled)
             if request:
                 return request
-            # Its last look, or the start of this wait where it never looked (its node was gone from the start).
-            heard = max((self.job.of_this_run(records.SUPERVISOR_VIEW) or {}).get("checked") or 0, waiting)
-            if time.time() - heard > self.job.conf["supervisor_silence"]:
+            if self._silent(self.job.of_this_run(records.SUPERVISOR_VIEW) or {}, waiting):
                 self.job.write_text(self.job.node_path("log"), "trainops-job: the supervisor on %s is silent: no restart will "
                                     "come\n" % self.job.nodes[0], "a")
                 return {"action": "lost"}
             self.stop.wait(1.0)
         return {"action": "stop", "user": True}
+
+    def _silent(self, view: dict, waiting: float) -> bool:
+        """Whether the supervisor has said nothing for train_supervisor_silence since its last look (its view's checked),
+        or since this wait began (waiting) where it never looked: its node is gone, and no restart can come."""
+        return time.time() - max(view.get("checked") or 0, waiting) > self.job.conf["supervisor_silence"]
 
     def _standby(self) -> dict:
         """A spare's part until a restart brings it in: the supervisor's restart that names this node, its stop, a user's
@@ -259,7 +262,7 @@ class Runner:
                     return request
                 handled = request["id"] if request else handled
                 view = job.of_this_run(records.SUPERVISOR_VIEW) or {}
-                if view.get("ended") or time.time() - max(view.get("checked") or 0, waiting) > job.conf["supervisor_silence"]:
+                if view.get("ended") or self._silent(view, waiting):
                     return {"action": "not needed"}
                 self.stop.wait(1.0)
             return {"action": "stop", "user": True}
