@@ -63,7 +63,8 @@ class Sampler:
     def sample(self) -> None:
         """One look at every rank of the run on this node."""
         pids = [int(entry) for entry in os.listdir(self.proc) if entry.isdigit()]
-        self.known = {pid: rank for pid, rank in self.known.items() if pid in set(pids)}
+        alive = set(pids)
+        self.known = {pid: rank for pid, rank in self.known.items() if pid in alive}
         for pid in pids:
             rank = self.rank_of(pid)
             seen = stat(pid, self.proc) if rank is not None else None
