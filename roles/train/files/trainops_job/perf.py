@@ -72,8 +72,9 @@ class Sampler:
                 continue
             self.samples[rank] = self.samples.get(rank, 0) + 1
             self.busy[rank] = self.busy.get(rank, 0) + (seen[0] == "R")
-            first = self.cpu.setdefault(rank, (seen[1], self.clock()))
-            self.cpu[rank] = first[:2] + (seen[1], self.clock())
+            now = self.clock()
+            # (CPU seconds, time) at the window's first sample of the rank, then at its last.
+            self.cpu[rank] = self.cpu.get(rank, (seen[1], now))[:2] + (seen[1], now)
 
     def window(self) -> dict:
         """{at, seconds, ranks: {rank: {busy (share of samples), cpu (CPU seconds a second)}}}; a new window begins."""
@@ -82,7 +83,7 @@ class Sampler:
         for rank, count in sorted(self.samples.items()):
             cpu = self.cpu[rank]
             ranks[str(rank)] = {"busy": round(self.busy[rank] / count, 3),
-                                "cpu": round((cpu[2] - cpu[0]) / (cpu[3] - cpu[1]), 3) if len(cpu) == 4 and cpu[3] > cpu[1] else None}
+                                "cpu": round((cpu[2] - cpu[0]) / (cpu[3] - cpu[1]), 3) if cpu[3] > cpu[1] else None}
         out = {"at": round(now, 3), "seconds": round(now - self.since, 1), "ranks": ranks}
         self.reset()
         return out
