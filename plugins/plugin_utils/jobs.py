@@ -165,7 +165,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed,
     stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
     verdict), starts ([{attempt, nodes, why}]: the start and every
-    restart on the cluster, each with its nodes), slow (the supervisor's straggler, perf.straggler, or None), scale and
+    restart on the cluster, each with its nodes), slow (what holds the job back, perf.bottleneck, or None), scale and
     scale_rows (train_action=scale's sizes: scale_table, and as status shows them), records ({name: kind} of the job's records, its
     folder's files that collect copies), dir (the job's folder)}.
     """

@@ -368,3 +368,41 @@ def test_a_node_at_a_fifth_of_a_core_is_named_the_straggler(node, assert_nothing
         subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)
         train("-e", "train_job=slow", "-e", "train_action=stop")
     assert_nothing_left()
+
+
+# No straggler: every rank's DataLoader waits half a second for each batch; then a 64 MiB save every step.
+SLOW_KINDS = (
+    ("loader", COMMAND.replace("--steps 200", "--steps 2000").replace("--step-seconds 0.5", "--step-seconds 0 --load-seconds 0.5"),
+     "input-bound", "wait for their data"),
+    ("saving", COMMAND.replace("--steps 200", "--steps 2000").replace(
+        "--save-every 5 --step-seconds 0.5", "--save-every 1 --checkpoint-mb 64 --keep 2 --step-seconds 0"),
+     "checkpoint-bound", "save or load checkpoints"),
+)
+
+
+def test_a_waiting_data_loader_and_a_save_every_step_are_classed(node, assert_nothing_left):
+    """Two jobs slow for real without a straggler: each rank's DataLoader (torch's) waits 0.5 s for each batch, then a
+    job saves a 64 MiB checkpoint to shared storage after every step (the other ranks wait at the barrier in its save).
+    The runners sample the ranks' Python stacks (py-spy, every second); the supervisor classes each job, input-bound,
+    then checkpoint-bound, with every node's share; status says so."""
+    for job, command, kind, doing in SLOW_KINDS:
+        run = train("-e", "train_job=%s" % job, "-e", json.dumps(dict(OPTIONS, train_command=command, train_stall_seconds=60)))
+        assert run.returncode == 0, run.stdout[-3000:]
+        started = time.time()
+        try:
+            def named():
+                return [e for e in events(job) if e["event"] == "slow" and e["kind"] == kind]
+            wait_for(named, 180, "%s classed %s" % (job, kind))
+            found = named()[0]
+            timed("%s named (%s)" % (kind, job), found["at"] - started)
+            print("%s: %.1f s after the start: %s" % (job, found["at"] - started, found["text"]))
+            assert found["node"] is None and sorted(found["shares"]) == sorted(CLUSTER), found
+            assert "every node's ranks %s" % doing in found["text"] and min(found["shares"].values()) >= 0.25, found
+            # The rank that saves is busy while the others wait for it: the class, not a straggler, is named.
+            assert not [e for e in events(job) if e["event"] == "slow" and e["kind"] == "straggler"], events(job)
+            train("-e", "train_job=%s" % job, "-e", "train_action=status")
+            report = json.loads((INVENTORY.parent / "reports" / ("train-%s.json" % job)).read_text())
+            assert report["verdict"].startswith("running, slow: %s: every node's ranks" % kind), report["verdict"]
+        finally:
+            train("-e", "train_job=%s" % job, "-e", "train_action=stop")
+    assert_nothing_left()

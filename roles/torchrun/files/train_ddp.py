@@ -10,7 +10,9 @@ A small regression model on synthetic data, wrapped in DistributedDataParallel. 
 from a generator seeded by (seed, step, rank), so a resumed run sees exactly the batches an unbroken one would
 have seen, and ranks that stopped synchronising would end with different parameters.
 
-Rank 0 saves model, optimizer and step every --save-every steps as step-NNNNNN.pt, written to a temporary name
+Each rank's batches come through torch's DataLoader, as a real job's do (--load-seconds makes it wait for each, as a
+slow dataset would). Rank 0 saves model, optimizer and step every --save-every steps as step-NNNNNN.pt (--checkpoint-mb
+pads it to a real model's size; --keep leaves only the newest files), written to a temporary name
 and renamed, so a file with its final name is always complete; --resume loads the newest one. After each save
 one rank per node reads the file back (proving that every node sees the shared storage) and reports its hash.
 
@@ -39,6 +41,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset
 
 FEATURES = 16
 
@@ -63,6 +66,9 @@ def arguments():
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep after each step (tests stop a run midway)")
     parser.add_argument("--timeout", type=int, default=60, help="seconds a collective may wait for the others")
+    parser.add_argument("--load-seconds", type=float, default=0.0, help="the data loader's wait for each batch")
+    parser.add_argument("--checkpoint-mb", type=int, default=0, help="pad each checkpoint with this many MiB")
+    parser.add_argument("--keep", type=int, default=0, help="keep only the newest this many checkpoints (0: all)")
     return parser.parse_args()
 
 
@@ -73,6 +79,20 @@ def batch(seed, step, rank, size, device):
     inputs = torch.randn(size, FEATURES, generator=generator)
     targets = inputs @ weights + 0.1 * torch.randn(size, 1, generator=generator)
     return inputs.to(device), targets.to(device)
+
+
+class Batches(Dataset):
+    """A rank's batch of each step, by step: the DataLoader reads them in the order of the steps still to come."""
+
+    def __init__(self, args, rank):
+        self.args, self.rank = args, rank
+
+    def __len__(self):
+        return self.args.steps + 1
+
+    def __getitem__(self, step):
+        time.sleep(self.args.load_seconds)
+        return batch(self.args.seed, step, self.rank, self.args.batch, torch.device("cpu"))
 
 
 def sha256_file(path):
@@ -105,8 +125,12 @@ def save(model, optimizer, step, args, device):
     eval_loss = evaluate(model, args, device)
     if dist.get_rank() == 0:
         state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step, "eval_loss": eval_loss}
+        if args.checkpoint_mb:
+            state["padding"] = torch.zeros(args.checkpoint_mb << 20, dtype=torch.uint8)
         torch.save(state, path + ".tmp")
         os.replace(path + ".tmp", path)
+        for old in sorted(glob.glob(os.path.join(args.checkpoint_dir, "step-*.pt")))[:-args.keep] if args.keep else []:
+            os.remove(old)
         emit("checkpoint", step=step, path=path, sha256=sha256_file(path), eval_loss=eval_loss)
     dist.barrier()
     if int(os.environ["LOCAL_RANK"]) == 0:
@@ -143,9 +167,10 @@ def main():
             emit("resumed", step=step, path=path, eval_loss=evaluate(module, args, device), stored_eval_loss=state["eval_loss"])
 
     last = min(args.steps, args.stop_at or args.steps)
+    loader = iter(DataLoader(Batches(args, rank), batch_size=None, sampler=range(step + 1, last + 1)))
     while step < last:
         step += 1
-        inputs, targets = batch(args.seed, step, rank, args.batch, device)
+        inputs, targets = (tensor.to(device) for tensor in next(loader))
         loss = nn.functional.mse_loss(model(inputs), targets)
         optimizer.zero_grad()
         loss.backward()  # DDP averages the gradients of all ranks here

@@ -40,7 +40,8 @@ def test_a_rank_that_computes_is_busy_and_one_that_waits_is_not():
     assert sorted(window["ranks"]) == ["0", "1"]
     assert window["ranks"]["0"]["busy"] >= 0.8 and window["ranks"]["1"]["busy"] <= 0.3, window
     assert window["ranks"]["0"]["cpu"] > window["ranks"]["1"]["cpu"], window
-    assert 1.5 < window["seconds"] < 10 and not sampler.samples
+    assert 1.5 < window["seconds"] < 10 and not sampler.samples and window["first"]
+    assert sampler.window()["first"] is False
 
 
 def window(busy: list, at: float = 100.0, attempt: int = 0) -> dict:
@@ -62,6 +63,8 @@ def test_no_straggler_when_every_node_is_as_busy_or_the_figures_are_stale():
     slow = {"node1": window([0.2]), "node2": window([0.25]), "node3": window([0.97])}
     # Windows older than three, or of an earlier attempt, are not judged; nor is one node alone.
     assert perf.straggler(slow, 135.5, 0) is None and perf.straggler(slow, 105.0, 1) is None
+    # Nor an attempt's first window: its start (imports, the rendezvous) is in it.
+    assert perf.straggler(dict(slow, node3=dict(slow["node3"], first=True)), 105.0, 0) is None
     assert perf.straggler({"node1": window([0.97])}, 105.0, 0) is None
 
 
@@ -76,3 +79,123 @@ def test_the_runner_writes_each_windows_shares_to_the_nodes_perf_record(cluster)
     assert (record["run_id"], record["node"], record["attempt"]) == (node.conf["run_id"], "node1", 0)
     assert list(record["ranks"]) == ["0"] and record["ranks"]["0"]["busy"] >= 0.8 and record["seconds"] >= perf.WINDOW, record
     assert node.report()["records"]["node1.perf.json"] == "record"
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
+
+
+def stack_of(name: str, node: str | None = None) -> list:
+    """A rank's py-spy dump: a stall's diagnosis (tests/fixtures/stall) or a recording of its own."""
+    if node:
+        with open(os.path.join(FIXTURES, "stall", name, node + ".diagnosis.json") if name else
+                  os.path.join(FIXTURES, "stall", node + ".diagnosis.json")) as handle:
+            return next(p["stack"] for p in json.load(handle)["processes"] if p.get("stack"))
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return json.load(handle)
+
+
+def test_where_a_ranks_main_thread_is_from_its_recorded_stack():
+    # The CPU cluster's ranks waiting for a stopped peer: in DDP's backward (the gradient all-reduce runs under it).
+    waiting = stack_of("", "node1")
+    assert perf.place(waiting, "S") == "collective" and perf.place(waiting, "R") == "compute"
+    # The H100's GPU rank spins in torch.cuda.synchronize for its kernels (tests/device/bin/device-perf) ...
+    assert perf.place(stack_of("gpu/perf/py-spy-gpu-rank.json"), "R") == "compute"
+    # ... and the H200's rank 0 waiting for a stopped peer's NCCL all-reduce spins too, in its own code: on a GPU a wait
+    # for NCCL reads as compute (the limit docs/training.md names).
+    assert perf.place(stack_of("h200", "gpu1"), "R") == "compute"
+    assert perf.place(None, "S") == "other" and perf.place([], "R") == "compute"
+
+
+def places(counts: dict, busy: float = 0.3, at: float = 100.0) -> dict:
+    return {"at": at, "seconds": 10.0, "attempt": 0, "ranks": {"0": {"busy": busy, "cpu": busy, "places": counts}}}
+
+
+def test_the_bottleneck_is_the_straggler_first_then_the_class_the_stacks_show():
+    slow = {"node1": places({"collective": 5}, 0.2), "node2": places({"collective": 5}, 0.25),
+            "node3": places({"compute": 5}, 0.97)}
+    assert perf.bottleneck(slow, 105.0, 0)["kind"] == "straggler"
+    # Stacks read, but one node's window not there yet: nothing judged, not even the straggler (rank 0 busy saving a
+    # checkpoint would be called one before the others' windows show them waiting in its save).
+    assert perf.bottleneck(dict(slow, node2=None), 105.0, 0) is None
+    assert perf.straggler(dict(slow, node2=None), 105.0, 0)["node"] == "node3"
+    # The straggler computing its batches in the data loader (molecule train's at a fifth of a core): said with it.
+    loading = dict(slow, node3=places({"input": 3, "compute": 2}, 0.97))
+    found = perf.bottleneck(loading, 105.0, 0)
+    assert found["kind"] == "straggler" and found["text"].endswith("longer per step; 60 % of its ranks' time is in the data loader")
+    # One node's ranks wait for their data, the others for it in the all-reduce: that node, input-bound.
+    loader = {"node1": places({"collective": 4, "compute": 1}), "node2": places({"input": 4, "other": 1}),
+              "node3": places({"collective": 5})}
+    found = perf.bottleneck(loader, 105.0, 0)
+    assert found["kind"] == "input-bound" and found["node"] == "node2" and found["share"] == 0.8, found
+    assert found["text"].startswith("input-bound: node2's ranks wait for their data 80 % of the time (node1 0 %, node2 80 %, "
+                                    "node3 0 %); stage the data"), found
+    # Every node's ranks in the checkpoint's save: no one node named.
+    saving = {n: places({"checkpoint": 3, "compute": 2}) for n in ("node1", "node2")}
+    found = perf.bottleneck(saving, 105.0, 0)
+    assert found["kind"] == "checkpoint-bound" and found["node"] is None, found
+    assert found["text"].startswith("checkpoint-bound: every node's ranks save or load checkpoints 60 % of the time"), found
+    # Rank 0 busy with the save while the others wait for it at the barrier in it (molecule train's saving job): the
+    # class, not a straggler.
+    saving = {"node1": places({"checkpoint": 4, "compute": 1}, 1.0), "node2": places({"checkpoint": 3, "collective": 1}, 0.3),
+              "node3": places({"checkpoint": 4}, 0.2)}
+    found = perf.bottleneck(saving, 105.0, 0)
+    assert found["kind"] == "checkpoint-bound" and found["text"].startswith(
+        "checkpoint-bound: every node's ranks save or load checkpoints 75-100 % of the time (node1 80 %, node2 75 %, node3 100 %)"), found
+    # Waiting in collectives with no straggler: communication-bound.
+    assert perf.bottleneck({n: places({"collective": 4, "compute": 1}) for n in ("node1", "node2")}, 105.0, 0)["kind"] == \
+        "communication-bound"
+
+
+def test_no_bottleneck_below_the_bounds_with_too_few_looks_or_stale_windows():
+    assert perf.bottleneck({n: places({"compute": 3, "other": 2, "input": 1}) for n in ("node1", "node2")}, 105.0, 0) is None
+    few = {n: places({"input": perf.MIN_LOOKS - 1}) for n in ("node1", "node2")}
+    assert perf.bottleneck(few, 105.0, 0) is None and perf.shares(few, 105.0, 0) is None
+    loader = {n: places({"input": 5}) for n in ("node1", "node2")}
+    assert perf.bottleneck(loader, 135.5, 0) is None and perf.bottleneck(loader, 105.0, 1) is None
+    # Not before every node's window is there with its looks (the first ones end apart), and never "every node" for some.
+    assert perf.bottleneck(dict(loader, node3=None), 105.0, 0) is None
+    assert perf.bottleneck(dict(loader, node3=places({"input": 2})), 105.0, 0) is None
+    # A node whose stacks were not read (its root lacks CAP_SYS_PTRACE) does not hold the others' judgment back.
+    assert perf.bottleneck(dict(loader, node3=window([0.1])), 105.0, 0)["node"] == "node1"
+    assert perf.bottleneck(dict(loader, node3=places({"compute": 5})), 105.0, 0)["node"] == "node1"
+    # No stacks read (no py-spy, or ptrace denied): nothing to class.
+    assert perf.bottleneck({n: window([0.3]) for n in ("node1", "node2")}, 105.0, 0) is None
+
+
+def test_the_sampler_looks_at_the_stacks_once_in_stack_every_seconds():
+    ranks = [rank("import time\ntime.sleep(60)", 0)]  # asleep at every look: its state S
+    now = [1000.0]
+    looked = []
+
+    def stack(pid):
+        looked.append(pid)
+        return stack_of("", "node1"), None
+
+    try:
+        time.sleep(0.3)
+        sampler = perf.Sampler("r1", "node1", clock=lambda: now[0], stack=stack)
+        for dummy in range(20):
+            sampler.sample()
+            now[0] += 0.5
+        window = sampler.window()
+    finally:
+        for process in ranks:
+            process.kill()
+            process.wait()
+    looks = int(10 / perf.STACK_EVERY)
+    assert looked == [ranks[0].pid] * looks, looked
+    # The recorded stack is DDP's backward; the rank sleeps (S) as each dump ends: waiting in the all-reduce.
+    assert window["ranks"]["0"]["places"] == {"collective": looks}, window
+
+
+def test_a_stack_not_read_is_said_in_the_window():
+    ranks = [rank("import time\ntime.sleep(60)", 0)]
+    try:
+        time.sleep(0.3)
+        sampler = perf.Sampler("r1", "node1", clock=lambda: 1000.0, stack=lambda pid: (None, "Permission denied (os error 13)"))
+        sampler.sample()
+        window = sampler.window()
+    finally:
+        ranks[0].kill()
+        ranks[0].wait()
+    assert "places" not in window["ranks"]["0"] and window["stacks_unread"] == "Permission denied (os error 13)", window

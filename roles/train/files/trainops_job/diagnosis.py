@@ -55,15 +55,20 @@ def cmdline(pid: int) -> str:
     return (_read("/proc/%d/cmdline" % pid, "rb") or b"").replace(b"\0", b" ").decode("utf-8", "replace").strip()
 
 
-def stack_of(pid: int, tool: str | None) -> tuple:
+def py_spy() -> str | None:
+    """Where this node's py-spy is (train_py_spy_version installs it), or None."""
+    return PY_SPY if os.access(PY_SPY, os.X_OK) else shutil.which("py-spy")
+
+
+def stack_of(pid: int, tool: str | None, timeout: float = STACK_TIMEOUT) -> tuple:
     """(py-spy's JSON dump of pid, or None, and why not). --nonblocking: a stopped rank stays as it is."""
     if not tool:
         return None, "py-spy is not installed on this node (train_py_spy_version)"
     try:
         run = subprocess.run([tool, "dump", "--pid", str(pid), "--json", "--nonblocking"], capture_output=True, text=True,
-                             timeout=STACK_TIMEOUT, check=False)
+                             timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        return None, "py-spy took over %d s" % STACK_TIMEOUT
+        return None, "py-spy took over %d s" % timeout
     if run.returncode != 0:
         return None, (run.stderr.strip().splitlines() or ["py-spy failed"])[-1][:300]
     try:
@@ -133,7 +138,7 @@ def reach(peers: dict, port: int = REACH_PORT, timeout: float = REACH_TIMEOUT) -
 
 def diagnose(job: records.Job, stall: int, clock=time.time) -> dict:
     """This node's part of the stall's diagnosis."""
-    tool = PY_SPY if os.access(PY_SPY, os.X_OK) else shutil.which("py-spy")
+    tool = py_spy()
     reached = {}
     prober = threading.Thread(target=lambda: reached.update(reach(job.peers)))
     prober.start()

@@ -6,24 +6,52 @@
 The runner (root: it reads the ranks' /proc, inside the image too) samples every rank of this node once a second in
 the loop that watches its command (no thread of its own: the runner forks to write as the training user): the state of
 its main thread, busy (R: computing, or held back by the node's CPU quota or a full run queue) or waiting (S, D: for a
-collective, its data, a file), and its CPU time. Each WINDOW seconds it writes the shares to NODE.perf.json. The
-supervisor compares the nodes: in a data-parallel step every rank waits for the slowest at the gradients' all-reduce,
-so the straggler's ranks are busy nearly all the time while the others' mostly wait for it. A rank's busy share times
-the step's time is its compute per step: the ratio of the shares is how much longer it computes.
+collective, its data, a file), and its CPU time; every STACK_EVERY seconds also where its main thread is (py-spy's
+dump of its Python stack, where the node has py-spy and root may read the rank: otherwise not judged). Each WINDOW
+seconds it writes the shares to NODE.perf.json. The supervisor compares the nodes: in a data-parallel step every rank
+waits for the slowest at the gradients' all-reduce, so the straggler's ranks are busy nearly all the time while the
+others' mostly wait for it. A rank's busy share times the step's time is its compute per step: the ratio of the shares
+is how much longer it computes. Where no node holds the others back, the stacks class the bottleneck: ranks waiting
+for their data (input-bound), saving checkpoints, or waiting in collectives (communication-bound).
+
+A GPU rank waits for its kernels spinning in the CUDA call (torch.cuda.synchronize: state R, 100 % of a core on the
+GPU machine's H100), so its busy share says nothing of its compute, and a rank waiting for NCCL may spin as well: the
+straggler is named for ranks that compute on the CPU; the stack classes hold for both.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import time
 
 from .processes import read
+from .verdict import frames_of
 
 WINDOW = 10.0
+# Seconds between two looks at a rank's Python stack: py-spy's dump took 7 ms (median) on the GPU machine and cost a
+# GPU-bound step no measurable time (tests/device/bin/device-perf). Every look, so that a window's shares rest on ten
+# looks: at one every 2 s, a node's share moved in steps of 20-25 % and a checkpoint-bound job's third node read 25 %.
+STACK_EVERY = 1.0
+STACK_TIMEOUT = 2.0
 # A straggler: its ranks busy at least BUSY of the time, the other nodes' (their median) at least GAP less.
 BUSY = 0.75
 GAP = 0.3
+# Where a rank's main thread is, from its stack (innermost frame first): checkpoint I/O (torch.save and load,
+# torch.distributed.checkpoint, safetensors, DeepSpeed's checkpoint engine, or a function named save..., so that the
+# ranks waiting at the barrier inside a save count with it), its data (torch's DataLoader, Hugging Face datasets,
+# Megatron's datasets, webdataset), a collective (DDP's gradient all-reduce runs under backward: a rank waiting there
+# waits for it), else compute (state R) or other (sleeping, or waiting elsewhere).
+_CHECKPOINT_FILES = ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors/", "deepspeed/runtime/checkpoint_engine/")
+_CHECKPOINT_NAMES = re.compile(r"(?:^|_)save(?:$|_)")
+_INPUT_FILES = ("torch/utils/data/", "/datasets/", "webdataset/")
+_COLLECTIVE_FILES = ("torch/distributed/", "deepspeed/comm/")
+_BACKWARD_FILES = ("torch/autograd/", "torch/_tensor.py", "torch/nn/parallel/distributed.py")
+# A node's ranks in one place at least this share of the stack looks make it the bottleneck's class (in bottleneck's
+# order); a window of fewer looks than MIN_LOOKS is not judged.
+BOUND = {"input": 0.4, "checkpoint": 0.25, "collective": 0.6}
+MIN_LOOKS = 4
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -36,17 +64,37 @@ def stat(pid: int, proc: str = "/proc") -> tuple | None:
     return fields[0], (int(fields[11]) + int(fields[12])) / float(_TICKS)
 
 
-class Sampler:
-    """This node's ranks of one run: their busy shares and CPU use over each window."""
+def place(stack: list | None, state: str) -> str:
+    """Where a rank's main thread is (compute, collective, input, checkpoint or other), from py-spy's dump and its state
+    at that moment."""
+    frames = frames_of(stack)
+    files = [frame.get("filename") or "" for frame in frames]
+    names = [frame.get("name") or "" for frame in frames]
+    if any(part in f for f in files for part in _CHECKPOINT_FILES) or any(_CHECKPOINT_NAMES.search(n) for n in names):
+        return "checkpoint"
+    if any(part in f for f in files for part in _INPUT_FILES):
+        return "input"
+    if any(part in f for f in files for part in _COLLECTIVE_FILES):
+        return "collective"
+    if state != "R" and any(part in f for f in files for part in _BACKWARD_FILES):
+        return "collective"
+    return "compute" if state == "R" else "other"
 
-    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock=time.time):
-        self.proc, self.clock = proc, clock
+
+class Sampler:
+    """This node's ranks of one run: their busy shares and CPU use over each window, and where their stacks were."""
+
+    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock=time.time, stack=None):
+        """stack: pid -> (py-spy's JSON dump of the process, or None, and why not), as diagnosis.stack_of; None where the
+        node has no py-spy."""
+        self.proc, self.clock, self.stack, self.stacked = proc, clock, stack, 0.0
         self.marker, self.node = ("TRAINOPS_RUN_ID=%s" % run_id).encode(), ("TRAINOPS_NODE=%s" % node).encode()
         self.known = {}  # pid: its global rank, or None for a process that is no rank of the run
+        self.first = True  # the attempt's first window: its start (imports, the rendezvous, a checkpoint's load) in it
         self.reset()
 
     def reset(self) -> None:
-        self.since, self.samples, self.busy, self.cpu = self.clock(), {}, {}, {}
+        self.since, self.samples, self.busy, self.cpu, self.places, self.unread = self.clock(), {}, {}, {}, {}, None
 
     def due(self) -> bool:
         """Whether the window is over (and held a sample)."""
@@ -61,10 +109,13 @@ class Sampler:
         return self.known[pid]
 
     def sample(self) -> None:
-        """One look at every rank of the run on this node."""
+        """One look at every rank of the run on this node (and at their stacks, once in STACK_EVERY seconds)."""
         pids = [int(entry) for entry in os.listdir(self.proc) if entry.isdigit()]
         alive = set(pids)
         self.known = {pid: rank for pid, rank in self.known.items() if pid in alive}
+        stacks = self.stack is not None and self.clock() - self.stacked >= STACK_EVERY
+        if stacks:
+            self.stacked = self.clock()
         for pid in pids:
             rank = self.rank_of(pid)
             seen = stat(pid, self.proc) if rank is not None else None
@@ -75,28 +126,53 @@ class Sampler:
             now = self.clock()
             # (CPU seconds, time) at the window's first sample of the rank, then at its last.
             self.cpu[rank] = self.cpu.get(rank, (seen[1], now))[:2] + (seen[1], now)
+            if stacks:
+                self._look(rank, pid)
+
+    def _look(self, rank: int, pid: int) -> None:
+        stack, why = self.stack(pid)
+        seen = stat(pid, self.proc) if stack else None  # its state as the dump ended (py-spy does not stop it)
+        self.unread = why if stack is None else self.unread
+        if seen:
+            places = self.places.setdefault(rank, {})
+            where = place(stack, seen[0])
+            places[where] = places.get(where, 0) + 1
 
     def window(self) -> dict:
-        """{at, seconds, ranks: {rank: {busy (share of samples), cpu (CPU seconds a second)}}}; a new window begins."""
+        """{at, seconds, ranks: {rank: {busy (share of samples), cpu (CPU seconds a second), places (stack looks in each
+        place, where read)}}, first (the attempt's first window), stacks_unread (why a look at a stack failed in the
+        window, where one did)}; a new window begins."""
         now = self.clock()
         ranks = {}
         for rank, count in sorted(self.samples.items()):
             cpu = self.cpu[rank]
             ranks[str(rank)] = {"busy": round(self.busy[rank] / count, 3),
                                 "cpu": round((cpu[2] - cpu[0]) / (cpu[3] - cpu[1]), 3) if cpu[3] > cpu[1] else None}
-        out = {"at": round(now, 3), "seconds": round(now - self.since, 1), "ranks": ranks}
+            if rank in self.places:
+                ranks[str(rank)]["places"] = self.places[rank]
+        out = {"at": round(now, 3), "seconds": round(now - self.since, 1), "ranks": ranks, "first": self.first}
+        self.first = False
+        if self.unread:
+            out["stacks_unread"] = self.unread
         self.reset()
         return out
+
+
+def _current(perfs: dict, now: float, attempt: int) -> dict:
+    """{node: its ranks' figures}, from every node's last window of this attempt (no older than three windows; not its
+    first, which holds the attempt's start)."""
+    current = {}
+    for node, perf in perfs.items():
+        ranks = list(((perf or {}).get("ranks") or {}).values())
+        if ranks and perf.get("attempt", 0) == attempt and now - perf.get("at", 0) <= 3 * WINDOW and not perf.get("first"):
+            current[node] = ranks
+    return current
 
 
 def straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     """The node the others wait for, from every node's last window of this attempt (no older than three windows):
     {node, busy, others, ratio, text}, or None. A node's share is the mean of its ranks'."""
-    shares = {}
-    for node, perf in perfs.items():
-        ranks = list(((perf or {}).get("ranks") or {}).values())
-        if ranks and perf.get("attempt", 0) == attempt and now - perf.get("at", 0) <= 3 * WINDOW:
-            shares[node] = statistics.mean(r["busy"] for r in ranks)
+    shares = {node: statistics.mean(r["busy"] for r in ranks) for node, ranks in _current(perfs, now, attempt).items()}
     if len(shares) < 2:
         return None
     node = max(shares, key=shares.get)
@@ -110,3 +186,80 @@ def straggler(perfs: dict, now: float, attempt: int) -> dict | None:
         node, round(100 * shares[node]), round(100 * others), "; it computes %s longer per step" % longer if longer else "")
     return {"node": node, "busy": round(shares[node], 3), "others": round(others, 3), "ratio": round(ratio, 2) if ratio else None,
             "text": text}
+
+
+_BOUND_TEXT = {
+    "input": ("input-bound", "wait for their data",
+              "stage the data on each node's local disk, or give the data loader more workers (num_workers)"),
+    "checkpoint": ("checkpoint-bound", "save or load checkpoints",
+                   "save less often, or asynchronously (torch.distributed.checkpoint.async_save)"),
+    "collective": ("communication-bound", "wait in collectives",
+                   "compare the job's interface with the ladder's figures (verify.yml); fewer, larger all-reduces "
+                   "(gradient accumulation) send less often"),
+}
+
+
+def shares(perfs: dict, now: float, attempt: int) -> dict | None:
+    """{node: {place: share of its ranks' stack looks}} for the nodes whose stacks were read; None until every node of
+    the attempt (perfs' keys) has a current window with at least MIN_LOOKS looks, or none (its stacks not read): the
+    first windows of an attempt end apart, and the rendezvous is in them."""
+    current = _current(perfs, now, attempt)
+    if len(current) < len(perfs):
+        return None
+    out = {}
+    for node, ranks in current.items():
+        counts = {}
+        for rank in ranks:
+            for where, count in (rank.get("places") or {}).items():
+                counts[where] = counts.get(where, 0) + count
+        looks = sum(counts.values())
+        if 0 < looks < MIN_LOOKS:
+            return None
+        if looks:
+            out[node] = {where: round(count / float(looks), 3) for where, count in counts.items()}
+    return out
+
+
+def _bound(kind: str, places: dict, nodes: int) -> dict | None:
+    """The class `kind` where some node's share reaches its bound: that node (the largest share) named, or every node
+    where each of the attempt's `nodes` reaches it."""
+    by_node = {node: figures.get(kind, 0.0) for node, figures in places.items()}
+    if not by_node or max(by_node.values()) < BOUND[kind]:
+        return None
+    node = max(by_node, key=by_node.get)
+    name, doing, advice = _BOUND_TEXT[kind]
+    every = len(by_node) == nodes > 1 and min(by_node.values()) >= BOUND[kind]
+    low, high = round(100 * min(by_node.values())), round(100 * by_node[node])
+    share = "%d-%d %%" % (low, high) if every and low != high else "%d %%" % high
+    figures = ", ".join("%s %d %%" % (n, round(100 * by_node[n])) for n in sorted(by_node))
+    who = "every node's ranks" if every else "%s's ranks" % node
+    text = "%s: %s %s %s of the time (%s); %s" % (name, who, doing, share, figures, advice)
+    return {"kind": name, "node": None if every else node, "share": by_node[node], "shares": by_node, "text": text}
+
+
+_IN_PLACE = {"input": "the data loader", "checkpoint": "checkpoints' saves and loads"}
+
+
+def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
+    """What holds the job back while it runs: {kind, node (None for every node), ..., text}, or None when nothing does or
+    nothing could be judged (where stacks are read: not before every node's window holds them, perf.shares). First
+    checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would read as a straggler.
+    Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in the data loader or a
+    checkpoint, said too), then one node's checkpoints or input, then communication (the others wait in the all-reduce
+    for a straggler too)."""
+    places = shares(perfs, now, attempt)
+    if places is None and any(rank.get("places") for ranks in _current(perfs, now, attempt).values() for rank in ranks):
+        return None  # stacks are read, but not yet in every node's window: judged with them, at the next windows
+    places = places or {}
+    found = [f for f in (_bound("checkpoint", places, len(perfs)), _bound("input", places, len(perfs))) if f]
+    every = [f for f in found if f["node"] is None]
+    if every:
+        return every[0]
+    lag = straggler(perfs, now, attempt)
+    if lag:
+        where = places.get(lag["node"]) or {}
+        place = max(_IN_PLACE, key=lambda p: where.get(p, 0.0))
+        if where.get(place, 0.0) >= BOUND[place]:
+            lag["text"] += "; %d %% of its ranks' time is in %s" % (round(100 * where[place]), _IN_PLACE[place])
+        return dict(lag, kind="straggler")
+    return found[0] if found else _bound("collective", places, len(perfs))

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from . import _checkpoints, health, perf, processes, records
+from . import _checkpoints, diagnosis, health, perf, processes, records
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -147,7 +147,9 @@ class Runner:
     def launch(self, attempt: int, nodes: list) -> None:
         """The command, its output through the progress reader into the node's log (tee)."""
         self.job.mark("attempt", str(attempt))
-        self.nodes, self.sampler = nodes, perf.Sampler(self.job.run_id, self.job.node)
+        tool = diagnosis.py_spy()
+        stack = (lambda pid: diagnosis.stack_of(pid, tool, perf.STACK_TIMEOUT)) if tool else None
+        self.nodes, self.sampler = nodes, perf.Sampler(self.job.run_id, self.job.node, stack=stack)
         conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt, nodes))
         if conf.get("scale"):
             self.job.makedirs(checkpoint_dir(self.job, nodes))

@@ -140,13 +140,14 @@ class Supervisor:
         self.restart("%s failed first (train_on_failure: restart)" % first)
 
     def slow(self, now: float | None) -> None:
-        """Whether a node's ranks hold the others back (perf.straggler), judged while steps come (now), else not judged:
-        the view's slow, and an event when a straggler is first named (or another one is)."""
+        """What holds the job back (perf.bottleneck: a straggler, else the class that the ranks' stacks show), judged
+        while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is)."""
         watch = self.watch
-        found = perf.straggler({n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch["nodes"]}, now,
-                               watch["attempt"]) if now else None
-        if found and (watch.get("slow") or {}).get("node") != found["node"]:
-            self.event(event="slow", kind="straggler", **found)
+        found = perf.bottleneck({n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch["nodes"]}, now,
+                                watch["attempt"]) if now else None
+        last = watch.get("slow") or {}
+        if found and (last.get("kind"), last.get("node")) != (found["kind"], found["node"]):
+            self.event(event="slow", **found)
             print("slow: %s" % found["text"], flush=True)
         watch["slow"] = found
 

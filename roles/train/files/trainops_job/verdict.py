@@ -26,7 +26,8 @@ def _ranges(numbers) -> str:
     return ", ".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in out)
 
 
-def _frames(stack) -> list:
+def frames_of(stack) -> list:
+    """The main thread's frames, innermost first, from py-spy's JSON dump (a list of threads)."""
     threads = stack or []
     main = next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0] if threads else None)
     return (main or {}).get("frames") or []
@@ -35,7 +36,7 @@ def _frames(stack) -> list:
 def where(stack) -> str | None:
     """Where a rank's main thread is, from py-spy's JSON (a list of threads, innermost frame first): the collective
     it waits in, DDP's backward (whose gradient all-reduce Gloo and NCCL run under it), else its innermost frame."""
-    frames = _frames(stack)
+    frames = frames_of(stack)
     if not frames:
         return None
     for frame in frames:
@@ -61,7 +62,7 @@ def _open(proc: dict) -> dict | None:
 def communicating(proc: dict) -> bool:
     """Whether a rank is inside a collective: an NCCL one its flight recorder holds open, or a frame of one."""
     return bool(_open(proc)) or any(any(part in f.get("filename", "") for part in _COLLECTIVE_FILES + _BACKWARD_FILES)
-                                    for f in _frames(proc.get("stack")))
+                                    for f in frames_of(proc.get("stack")))
 
 
 def place(proc: dict) -> str:
