@@ -17,6 +17,8 @@ import csv
 import re
 import xml.etree.ElementTree as ET
 
+from ._gpu_health import parse_health
+
 # The fields gpu_facts asks --query-gpu for; parse_query_csv reads any header, these are only the request.
 QUERY_GPU_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "pci.bus_id", "compute_cap",
                     "persistence_mode", "ecc.mode.current")
@@ -86,9 +88,9 @@ def parse_smi_xml(xml_text):
     """Parse `nvidia-smi -q -x`.
 
     Returns {driver_version, cuda_version, gpu_count, gpus: [{index, minor_number (its /dev/nvidiaN), name, uuid, pci_bus_id, memory_total_mib,
-    compute_capability, ecc_mode, mig_mode, persistence_mode, pcie}]}. index is the GPU's position in the document, which
-    is nvidia-smi's own index order (not minor_number, which can differ). pcie: see _pcie_link. Raises ValueError on
-    text that is not XML.
+    compute_capability, ecc_mode, mig_mode, persistence_mode, pcie, health}]}. index is the GPU's position in the document, which
+    is nvidia-smi's own index order (not minor_number, which can differ). pcie: see _pcie_link; health: see
+    _gpu_health.parse_health. Raises ValueError on text that is not XML.
     """
     try:
         root = ET.fromstring(xml_text)
@@ -111,6 +113,7 @@ def parse_smi_xml(xml_text):
             "mig_mode": _xml_text(gpu, "mig_mode/current_mig"),
             "persistence_mode": _xml_text(gpu, "persistence_mode"),
             "pcie": _pcie_link(gpu),
+            "health": parse_health(gpu),
         })
     return {
         "driver_version": _xml_text(root, "driver_version"),

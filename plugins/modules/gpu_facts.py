@@ -180,6 +180,16 @@ ansible_facts:
                   C(current_width) what it runs at now (the generation drops while the GPU idles).
               type: dict
               sample: {"max_gen": 5, "max_width": 16, "current_gen": 5, "current_width": 16}
+            health:
+              description:
+                - This GPU's health from C(nvidia-smi -q -x), read and not judged (the doctor judges, docs/gpu-health.md).
+                - C(ecc) volatile (since the driver loaded) and aggregate (the GPU's life) error counts, the counters it reports;
+                  C(remapped_rows) (Ampere on) or C(retired_pages) (older GPUs), null where the GPU has none; C(clock_reasons)
+                  the clock event reasons active now; C(sm_clock_mhz) now against C(sm_clock_max_mhz).
+              type: dict
+              sample: {"ecc": {"volatile": {"dram_uncorrectable": 0}, "aggregate": {"dram_uncorrectable": 0}}, "sram_threshold_exceeded": false,
+                       "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": false, "failure": false}, "retired_pages": null,
+                       "clock_reasons": ["gpu_idle"], "sm_clock_mhz": 345, "sm_clock_max_mhz": 1980}
         nvlink:
           description:
             - Node NVLink summary, each figure the minimum over GPUs (the slowest GPU paces a collective).

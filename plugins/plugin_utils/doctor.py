@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils import inventory
+from ansible_collections.trainops.cluster.plugins.plugin_utils import gpu_health, inventory
 from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm as slurm_state
 
 # Xid errors that an application causes (bad memory access, a kernel of its own killed): worth a look, not a drain.
@@ -308,7 +308,10 @@ def gpus(node, facts, expected):
         status = "warn" if all(x["xid"] in APPLICATION_XIDS for x in xids) else "fail"
         out.append(finding("gpus", node, status, "Xid errors since boot: %s" % ", ".join("%s on %s" % (x["xid"], x["pci"]) for x in xids[:5]),
                            "Look up the Xid in NVIDIA's table; drain the node if it repeats."))
-    return out or [finding("gpus", node, "ok", "%d GPUs, no Xid errors" % count)]
+    for gpu in facts.get("gpus") or []:
+        out.extend(finding("gpu health", node, p["status"], gpu_health.text(p), p["fix"]) for p in gpu_health.problems(gpu))
+    healthy = "; ECC, memory and clocks healthy" if facts.get("gpus") else ""
+    return out or [finding("gpus", node, "ok", "%d GPUs, no Xid errors%s" % (count, healthy))]
 
 
 def slurm(records, checked, shown, gpus, munge, controller):

@@ -19,7 +19,7 @@ H200_UUIDS = ["GPU-35dbb3dd-bc6a-8d24-264e-1c22176352a8", "GPU-770f1196-7717-9f8
 FACT_KEYS = {"available", "reason", "driver_version", "cuda_version", "gpu_count", "gpu_models", "gpus", "nvlink", "pcie",
              "topology", "kernel_module", "xid_errors", "xid_reason", "errors"}
 GPU_KEYS = {"index", "minor_number", "name", "uuid", "pci_bus_id", "memory_total_mib", "compute_capability", "ecc_mode", "mig_mode",
-            "persistence_mode", "pcie", "nvlink"}
+            "persistence_mode", "pcie", "nvlink", "health"}
 
 
 def read(name, variant=None):
@@ -48,6 +48,8 @@ def test_smi_xml_real():
     assert smi["driver_version"] == "580.159.04"
     assert smi["cuda_version"] == "13.0"
     assert smi["gpu_count"] == 2
+    health = smi["gpus"][0].pop("health")  # its fields: test_gpu_health.py
+    assert health["ecc"]["volatile"]["dram_uncorrectable"] == 0 and health["sm_clock_max_mhz"] == 1980
     assert smi["gpus"][0] == {
         "index": 0,
         "minor_number": 0,

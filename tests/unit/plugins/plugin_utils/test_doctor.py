@@ -121,6 +121,17 @@ def test_gpus_and_summary():
     assert [f["status"] for f in app] == ["warn"]
 
 
+def test_a_gpus_health_is_a_finding_naming_the_node_the_gpu_and_the_threshold():
+    sick = {"index": 3, "pci_bus_id": "00000000:9E:00.0", "persistence_mode": "Enabled",
+            "health": {"remapped_rows": {"correctable": 1, "uncorrectable": 0, "pending": True, "failure": False}}}
+    well = {"index": 0, "pci_bus_id": "00000000:18:00.0", "persistence_mode": "Enabled", "health": {}}
+    found = doctor.gpus("node2", {"gpu_count": 2, "gpus": [well, sick], "xid_errors": []}, 2)
+    assert fails(found) == [("node2", "GPU 3 (00000000:9E:00.0): a row remap is pending: Yes (threshold: none pending)")]
+    assert found[0]["check"] == "gpu health" and found[0]["fix"].startswith("Drain the node, reset the GPU")
+    assert doctor.gpus("node1", {"gpu_count": 1, "gpus": [well], "xid_errors": []}, 1)[0]["detail"] == \
+        "1 GPUs, no Xid errors; ECC, memory and clocks healthy"
+
+
 def test_a_down_node_is_named_once_not_blamed_on_the_others():
     good = {name: n["cluster_ip"] for n in NODES for name in n["names"]}
     resolved = {"node1": good, "node2": good}  # node3 is down: only the others resolved names

@@ -1,0 +1,97 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A GPU's health judged from what gpu_facts read (module_utils/_gpu_health.py): each problem with the GPU, its figure,
+the threshold that applied and what to do. The thresholds are docs/gpu-health.md's table, with their sources.
+
+Controller side: pure functions, used by the doctor (doctor.gpus).
+"""
+
+from __future__ import annotations
+
+# Azure's node health checks (azurehpc-health-checks, check_gpu_ecc): more than 512 uncorrectable row remaps, or more
+# than 10,000 SRAM correctable errors, fail a GPU.
+MAX_UNCORRECTABLE_REMAPS = 512
+MAX_SRAM_CORRECTABLE = 10000
+# Clock event reasons that the hardware raises (nvidia-smi: "HW Slowdown", "HW Thermal Slowdown", "HW Power Brake
+# Slowdown"): the GPU runs slow whatever the job does. The driver's own thermal slowdown is worth a look.
+HW_REASONS = {"hw_slowdown": "HW Slowdown", "hw_thermal_slowdown": "HW Thermal Slowdown",
+              "hw_power_brake_slowdown": "HW Power Brake Slowdown"}
+SW_REASONS = {"sw_thermal_slowdown": "SW Thermal Slowdown"}
+
+_RESET = "Drain the node, reset the GPU (nvidia-smi -r -i INDEX, no process on it) or reboot"
+_REPLACE = "Drain the node and ask the provider to replace the GPU (hand them this line and nvidia-smi -q)"
+
+
+def _problem(gpu: dict, status: str, what: str, figure, threshold: str, fix: str) -> dict:
+    return {"gpu": gpu.get("index"), "bus": gpu.get("pci_bus_id"), "status": status, "what": what, "figure": figure,
+            "threshold": threshold, "fix": fix}
+
+
+def _memory(gpu: dict, health: dict) -> list:
+    out = []
+    rows = health.get("remapped_rows") or {}
+    if rows.get("failure"):
+        out.append(_problem(gpu, "fail", "row remapping failed", "Yes", "no failure", _REPLACE))
+    if rows.get("pending"):
+        out.append(_problem(gpu, "fail", "a row remap is pending", "Yes", "none pending",
+                            _RESET + " to apply it; until then the row's errors can come back"))
+    if (rows.get("uncorrectable") or 0) > MAX_UNCORRECTABLE_REMAPS:
+        out.append(_problem(gpu, "fail", "rows remapped for uncorrectable errors", rows["uncorrectable"],
+                            "at most %d" % MAX_UNCORRECTABLE_REMAPS, _REPLACE))
+    pages = health.get("retired_pages") or {}
+    if pages.get("pending"):
+        out.append(_problem(gpu, "fail", "a page retirement is pending", "Yes", "none pending", _RESET + " to retire it"))
+    retired = (pages.get("single_bit") or 0) + (pages.get("double_bit") or 0)
+    if retired:
+        out.append(_problem(gpu, "warn", "retired memory pages", retired, "none",
+                            "Watch the count; ask the provider for a replacement if it grows"))
+    return out
+
+
+def _ecc(gpu: dict, health: dict) -> list:
+    out = []
+    volatile, aggregate = (health.get("ecc") or {}).get("volatile") or {}, (health.get("ecc") or {}).get("aggregate") or {}
+    unc = {k: v for k, v in volatile.items() if v and ("uncorrectable" in k or k == "double_bit")}
+    if unc:
+        out.append(_problem(gpu, "fail", "uncorrectable ECC errors since the driver loaded",
+                            ", ".join("%s %d" % (k, v) for k, v in sorted(unc.items())), "none",
+                            _RESET + "; if they come back, ask the provider to replace the GPU"))
+    if (aggregate.get("sram_correctable") or 0) > MAX_SRAM_CORRECTABLE or health.get("sram_threshold_exceeded"):
+        out.append(_problem(gpu, "fail", "SRAM correctable ECC errors over the GPU's life", aggregate.get("sram_correctable"),
+                            "at most %d, and the driver's SRAM threshold not exceeded" % MAX_SRAM_CORRECTABLE, _REPLACE))
+    corr = {k: v for k, v in volatile.items() if v and ("correctable" in k and "uncorrectable" not in k or k == "single_bit")}
+    if corr:
+        out.append(_problem(gpu, "warn", "correctable ECC errors since the driver loaded",
+                            ", ".join("%s %d" % (k, v) for k, v in sorted(corr.items())), "none",
+                            "Corrected, but memory that errs may need a row remap: watch remapped rows"))
+    return out
+
+
+def _clocks(gpu: dict, health: dict) -> list:
+    out = []
+    active = health.get("clock_reasons") or []
+    hw = [HW_REASONS[r] for r in active if r in HW_REASONS]
+    if hw:
+        out.append(_problem(gpu, "fail", "the hardware slows the GPU's clocks", ", ".join(hw), "none active",
+                            "Ask the provider to check the node's power and cooling; the GPU runs slow for every job"))
+    sw = [SW_REASONS[r] for r in active if r in SW_REASONS]
+    if sw:
+        out.append(_problem(gpu, "warn", "the driver slows the GPU's clocks", ", ".join(sw), "none active",
+                            "The GPU runs hot: check its temperature (nvidia-smi -q -d TEMPERATURE) and the airflow"))
+    if gpu.get("persistence_mode") == "Disabled":
+        out.append(_problem(gpu, "warn", "persistence mode is off", "Disabled", "Enabled",
+                            "nvidia-smi -pm 1 (or nvidia-persistenced): without it the driver unloads when the GPU idles"))
+    return out
+
+
+def problems(gpu: dict) -> list:
+    """[{gpu, bus, status ("fail" or "warn"), what, figure, threshold, fix}] of one GPU of gpu_facts' gpus."""
+    health = gpu.get("health") or {}
+    return _memory(gpu, health) + _ecc(gpu, health) + _clocks(gpu, health)
+
+
+def text(problem: dict) -> str:
+    """"GPU 0 (00000000:18:00.0): a row remap is pending: Yes (threshold: none pending)"."""
+    return "GPU %s (%s): %s: %s (threshold: %s)" % (problem["gpu"], problem["bus"], problem["what"], problem["figure"],
+                                                    problem["threshold"])

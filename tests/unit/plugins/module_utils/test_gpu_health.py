@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A GPU's health read from nvidia-smi -q -x (module_utils/_gpu_health.py) and judged (plugin_utils/gpu_health.py):
+the real recordings (2x H200 and the variants derived from it) read healthy; an unhealthy GPU is the
+recorded H200 with the values of a public capture of an unhealthy one (tests/fixtures/gpu/health, SOURCES.md), each
+value checked against that capture's text."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.trainops.cluster.plugins.module_utils import gpu
+from ansible_collections.trainops.cluster.plugins.plugin_utils import gpu_health
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu"
+# The recordings of GPUs (a node without its driver recorded nvidia-smi's complaint instead).
+RECORDED = sorted(p for p in FIXTURES.glob("**/nvidia-smi-q.xml") if p.read_text(encoding="utf-8").startswith("<?xml"))
+
+
+def derived(capture: str, lines: list, values: dict) -> dict:
+    """The recorded H200's first GPU with `values` ({path under <gpu>: text}) set, after checking that the public
+    capture holds each of `lines` (what nvidia-smi -q printed for those values)."""
+    text = (FIXTURES / "health" / capture).read_text(encoding="utf-8")
+    for line in lines:
+        assert any(" ".join(seen.split()) == line for seen in text.splitlines()), (capture, line)
+    root = ET.fromstring((FIXTURES / "h200x2" / "nvidia-smi-q.xml").read_text(encoding="utf-8"))
+    first = root.find("gpu")
+    for path, value in values.items():
+        first.find(path).text = value
+    return gpu.parse_smi_xml(ET.tostring(root, encoding="unicode"))["gpus"][0]
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[str(p.relative_to(FIXTURES)) for p in RECORDED])
+def test_the_recorded_gpus_read_healthy(path):
+    gpus = gpu.parse_smi_xml(path.read_text(encoding="utf-8"))["gpus"]
+    for each in gpus:
+        health = each["health"]
+        assert health["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+        assert health["ecc"]["volatile"]["dram_uncorrectable"] == 0 and health["sm_clock_max_mhz"] > health["sm_clock_mhz"] > 0
+        # The L40S recording runs without persistence mode: the one finding.
+        expected = ["persistence mode is off"] if each["persistence_mode"] == "Disabled" else []
+        assert [p["what"] for p in gpu_health.problems(each)] == expected, gpu_health.problems(each)
+
+
+def test_a_pending_row_remap_fails_the_gpu_and_says_to_reset_it():
+    # An A100-SXM4-80GB after Xid 63: a correctable error remapped a row, applied at the next reset.
+    sick = derived("a100-sxm4-80gb-xid63-remap-pending-dram-correctable.txt",
+                   ["Correctable Error : 1", "Pending : Yes", "DRAM Correctable : 177"],
+                   {"remapped_rows/remapped_row_corr": "1", "remapped_rows/remapped_row_pending": "Yes",
+                    "ecc_errors/volatile/dram_correctable": "177", "ecc_errors/aggregate/dram_correctable": "177"})
+    found = {p["what"]: p for p in gpu_health.problems(sick)}
+    assert found["a row remap is pending"]["status"] == "fail" and "reset the GPU" in found["a row remap is pending"]["fix"]
+    assert gpu_health.text(found["a row remap is pending"]) == \
+        "GPU 0 (00000000:00:06.0): a row remap is pending: Yes (threshold: none pending)"
+    assert found["correctable ECC errors since the driver loaded"]["figure"] == "dram_correctable 177"
+    assert found["correctable ECC errors since the driver loaded"]["status"] == "warn"
+
+
+def test_uncorrectable_errors_fail_and_a_few_remapped_rows_do_not():
+    # GH200: one uncorrectable DRAM error over its life, its row remapped (not pending): within Azure's 512.
+    remapped = derived("gh200-480gb-dram-uncorrectable-remapped-row-full-q.txt", ["Uncorrectable Error : 1", "Pending : No"],
+                       {"remapped_rows/remapped_row_unc": "1", "ecc_errors/aggregate/dram_uncorrectable": "1"})
+    assert remapped["health"]["remapped_rows"]["uncorrectable"] == 1 and gpu_health.problems(remapped) == []
+    # An SRAM uncorrectable error since the driver loaded (the driver 510-535 layout: one SRAM counter).
+    sram = derived("sram-uncorrectable-volatile1-aggregate5-ecc-section.txt", ["SRAM Uncorrectable : 1", "SRAM Uncorrectable : 5"],
+                   {"ecc_errors/volatile/sram_uncorrectable_secded": "1", "ecc_errors/aggregate/sram_uncorrectable_secded": "5"})
+    [problem] = gpu_health.problems(sram)
+    assert (problem["status"], problem["figure"]) == ("fail", "sram_uncorrectable_secded 1"), problem
+    over = derived("gh200-480gb-dram-uncorrectable-remapped-row-full-q.txt", ["Uncorrectable Error : 1"],
+                   {"remapped_rows/remapped_row_unc": "513", "remapped_rows/remapped_row_failure": "Yes"})
+    assert [p["what"] for p in gpu_health.problems(over)] == ["row remapping failed", "rows remapped for uncorrectable errors"]
+
+
+def test_hardware_clock_slowdown_fails_the_gpu():
+    # A V100 in a chassis whose power budget does not list it: HW Slowdown and HW Power Brake active.
+    braked = derived("v100-sxm2-32gb-hw-power-brake-c4130.txt", ["HW Slowdown : Active", "HW Power Brake Slowdown : Active"],
+                     {"clocks_event_reasons/clocks_event_reason_hw_slowdown": "Active",
+                      "clocks_event_reasons/clocks_event_reason_hw_power_brake_slowdown": "Active"})
+    assert braked["health"]["clock_reasons"] == ["gpu_idle", "hw_slowdown", "hw_power_brake_slowdown"]
+    [problem] = gpu_health.problems(braked)
+    assert (problem["status"], problem["figure"]) == ("fail", "HW Slowdown, HW Power Brake Slowdown"), problem
+
+
+def test_older_drivers_throttle_reasons_and_retired_pages():
+    # Drivers before 535 name the reasons clocks_throttle_reasons; a V100 retires pages instead of remapping rows.
+    xml = (FIXTURES / "h200x2" / "nvidia-smi-q.xml").read_text(encoding="utf-8").replace("clocks_event_reason", "clocks_throttle_reason")
+    xml = xml.replace("<clocks_throttle_reason_hw_thermal_slowdown>Not Active", "<clocks_throttle_reason_hw_thermal_slowdown>Active", 1)
+    first = gpu.parse_smi_xml(xml)["gpus"][0]
+    assert first["health"]["clock_reasons"] == ["gpu_idle", "hw_thermal_slowdown"]
+    retired = derived("v100-sxm2-16gb-x8-sbe-retired-page-full-q.txt", ["Pending Page Blacklist : No"],
+                      {"retired_pages/multiple_single_bit_retirement/retired_count": "1",
+                       "retired_pages/pending_blacklist": "Yes"})
+    assert retired["health"]["retired_pages"] == {"single_bit": 1, "double_bit": None, "pending": True}
+    assert [(p["status"], p["what"]) for p in gpu_health.problems(retired)] == [
+        ("fail", "a page retirement is pending"), ("warn", "retired memory pages")]
