@@ -308,8 +308,9 @@ def gpus(node, facts, expected):
         status = "warn" if all(x["xid"] in APPLICATION_XIDS for x in xids) else "fail"
         out.append(finding("gpus", node, status, "Xid errors since boot: %s" % ", ".join("%s on %s" % (x["xid"], x["pci"]) for x in xids[:5]),
                            "Look up the Xid in NVIDIA's table; drain the node if it repeats."))
-    for gpu in facts.get("gpus") or []:
-        out.extend(finding("gpu health", node, p["status"], gpu_health.text(p), p["fix"]) for p in gpu_health.problems(gpu))
+    gpus = facts.get("gpus") or []
+    problems = [p for gpu in gpus for p in gpu_health.problems(gpu)] + gpu_health.among(gpus)
+    out.extend(finding("gpu health", node, p["status"], gpu_health.text(p), p["fix"]) for p in problems)
     healthy = "; ECC, memory and clocks healthy" if facts.get("gpus") else ""
     return out or [finding("gpus", node, "ok", "%d GPUs, no Xid errors%s" % (count, healthy))]
 

@@ -91,6 +91,29 @@ def problems(gpu: dict) -> list:
     return _memory(gpu, health) + _ecc(gpu, health) + _clocks(gpu, health)
 
 
+def among(gpus: list) -> list:
+    """Problems that the node's GPUs show against each other: NVLink links inactive on a GPU (nvidia-smi nvlink -s
+    lists them "<inactive>"), a PCIe link that trained to a lower generation or width than the node's best GPU's."""
+    out = []
+    for gpu in gpus:
+        inactive = (gpu.get("nvlink") or {}).get("links_inactive")
+        if inactive:
+            total = inactive + ((gpu.get("nvlink") or {}).get("links_active") or 0)
+            out.append(_problem(gpu, "fail", "NVLink links inactive", "%d of %d" % (inactive, total), "none inactive",
+                                "Reset the GPU (nvidia-smi -r); if the links stay down, ask the provider to check the "
+                                "NVLink bridge or NVSwitch fabric (and nvidia-fabricmanager)"))
+    links = [(gpu, gpu.get("pcie") or {}) for gpu in gpus]
+    known = [(link["max_gen"], link["max_width"]) for _, link in links if link.get("max_gen") and link.get("max_width")]
+    if len(known) > 1:
+        best = max(known)
+        for gpu, link in links:
+            if link.get("max_gen") and link.get("max_width") and (link["max_gen"], link["max_width"]) < best:
+                out.append(_problem(gpu, "warn", "PCIe link below the node's other GPUs'",
+                                    "Gen%d x%d" % (link["max_gen"], link["max_width"]), "Gen%d x%d" % best,
+                                    "Reseat the GPU or its riser, or ask the provider: host-device copies run slower"))
+    return out
+
+
 def text(problem: dict) -> str:
     """"GPU 0 (00000000:18:00.0): a row remap is pending: Yes (threshold: none pending)"."""
     return "GPU %s (%s): %s: %s (threshold: %s)" % (problem["gpu"], problem["bus"], problem["what"], problem["figure"],

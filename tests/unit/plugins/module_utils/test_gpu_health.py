@@ -97,3 +97,18 @@ def test_older_drivers_throttle_reasons_and_retired_pages():
     assert retired["health"]["retired_pages"] == {"single_bit": 1, "double_bit": None, "pending": True}
     assert [(p["status"], p["what"]) for p in gpu_health.problems(retired)] == [
         ("fail", "a page retirement is pending"), ("warn", "retired memory pages")]
+
+
+def test_inactive_nvlink_links_and_a_narrower_pcie_link_among_the_nodes_gpus():
+    # The recorded 2x H200 with GPU 1's 18 links listed <inactive> (tests/fixtures/gpu/variants/h200x2-nvlink-down).
+    facts = gpu.gather(smi_xml=(FIXTURES / "h200x2" / "nvidia-smi-q.xml").read_text(encoding="utf-8"),
+                       nvlink=(FIXTURES / "variants" / "h200x2-nvlink-down" / "nvlink-s.txt").read_text(encoding="utf-8"))
+    [down] = gpu_health.among(facts["gpus"])
+    assert gpu_health.text(down) == "GPU 1 (00000000:00:07.0): NVLink links inactive: 18 of 18 (threshold: none inactive)"
+    assert down["status"] == "fail"
+    # GPU 1's link trained to x8 while GPU 0's is x16.
+    facts["gpus"][1]["nvlink"] = facts["gpus"][0]["nvlink"]
+    facts["gpus"][1]["pcie"] = dict(facts["gpus"][1]["pcie"], max_width=8)
+    [narrow] = gpu_health.among(facts["gpus"])
+    assert (narrow["status"], narrow["figure"], narrow["threshold"]) == ("warn", "Gen5 x8", "Gen5 x16")
+    assert gpu_health.among(facts["gpus"][:1]) == []
