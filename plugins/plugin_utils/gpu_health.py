@@ -103,7 +103,7 @@ def among(gpus: list) -> list:
                                 "Reset the GPU (nvidia-smi -r); if the links stay down, ask the provider to check the "
                                 "NVLink bridge or NVSwitch fabric (and nvidia-fabricmanager)"))
     links = [(gpu, gpu.get("pcie") or {}) for gpu in gpus]
-    known = [(link["max_gen"], link["max_width"]) for _, link in links if link.get("max_gen") and link.get("max_width")]
+    known = [(link["max_gen"], link["max_width"]) for dummy, link in links if link.get("max_gen") and link.get("max_width")]
     if len(known) > 1:
         best = max(known)
         for gpu, link in links:
