@@ -141,9 +141,12 @@ def test_the_bottleneck_is_the_straggler_first_then_the_class_the_stacks_show():
     found = perf.bottleneck(saving, 105.0, 0)
     assert found["kind"] == "checkpoint-bound" and found["text"].startswith(
         "checkpoint-bound: every node's ranks save or load checkpoints 75-100 % of the time (node1 80 %, node2 75 %, node3 100 %)"), found
-    # Waiting in collectives with no straggler: communication-bound.
-    assert perf.bottleneck({n: places({"collective": 4, "compute": 1}) for n in ("node1", "node2")}, 105.0, 0)["kind"] == \
-        "communication-bound"
+    # Waiting in collectives with no straggler: communication-bound, with what the training interface carries.
+    waiting = {n: dict(places({"collective": 4, "compute": 1}), net={"interface": "eth1", "rx_mbps": 11.9, "tx_mbps": 12.34})
+               for n in ("node1", "node2")}
+    found = perf.bottleneck(waiting, 105.0, 0)
+    assert found["kind"] == "communication-bound" and found["text"].endswith(
+        "; the training interface carries node1 12.3 MB/s out, 11.9 in (eth1), node2 12.3 MB/s out, 11.9 in (eth1)"), found
 
 
 def test_no_bottleneck_below_the_bounds_with_too_few_looks_or_stale_windows():
@@ -199,3 +202,27 @@ def test_a_stack_not_read_is_said_in_the_window():
         ranks[0].kill()
         ranks[0].wait()
     assert "places" not in window["ranks"]["0"] and window["stacks_unread"] == "Permission denied (os error 13)", window
+
+
+def test_the_training_interfaces_bytes_are_counted_in_the_ranks_network_namespace():
+    # lo stands for the training interface (GLOO_SOCKET_IFNAME, as launch.env sets it): the rank sends 2 MB a look.
+    code = ("import socket, time\nserver = socket.socket(); server.bind(('127.0.0.1', 0)); server.listen(1)\n"
+            "client = socket.create_connection(server.getsockname()); peer, _ = server.accept()\n"
+            "while True:\n    client.sendall(b'x' * 2000000); got = 0\n"
+            "    while got < 2000000: got += len(peer.recv(1 << 20))\n    time.sleep(0.1)\n")
+    env = dict(os.environ, TRAINOPS_RUN_ID="r1", TRAINOPS_NODE="node1", RANK="0", LOCAL_RANK="0", GLOO_SOCKET_IFNAME="lo")
+    process = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        time.sleep(0.5)
+        sampler = perf.Sampler("r1", "node1")
+        for dummy in range(6):
+            sampler.sample()
+            time.sleep(0.5)
+        window = sampler.window()
+    finally:
+        process.kill()
+        process.wait()
+    # About 2 MB every 0.1 s, each way on lo (other processes may add to lo: at least, not exactly).
+    assert window["net"]["interface"] == "lo" and window["net"]["tx_mbps"] > 4 and window["net"]["rx_mbps"] > 4, window
+    assert perf.interface_of([b"NCCL_SOCKET_IFNAME=^docker,lo", b"GLOO_SOCKET_IFNAME=eth1"]) == "eth1"
+    assert perf.interface_of([b"NCCL_SOCKET_IFNAME=ib0,ib1"]) == "ib0" and perf.interface_of([b"PATH=/bin"]) is None

@@ -64,6 +64,27 @@ def stat(pid: int, proc: str = "/proc") -> tuple | None:
     return fields[0], (int(fields[11]) + int(fields[12])) / float(_TICKS)
 
 
+def interface_of(variables: list) -> str | None:
+    """The interface a rank's collectives use, from its environment (NCCL_SOCKET_IFNAME, else GLOO_SOCKET_IFNAME; the
+    first of a list; None for NCCL's exclusion ("^docker") or prefix ("=eth") forms, which name no one interface)."""
+    for name in (b"NCCL_SOCKET_IFNAME=", b"GLOO_SOCKET_IFNAME="):
+        value = next((v[len(name):].decode("utf-8", "replace") for v in variables if v.startswith(name)), "")
+        first = value.split(",")[0].strip()
+        if first and first[0] not in "^=":
+            return first
+    return None
+
+
+def net_bytes(pid: int, interface: str, proc: str = "/proc") -> tuple | None:
+    """(received, sent) bytes of `interface` in pid's network namespace (/proc/PID/net/dev), or None."""
+    for line in (read("%s/%d/net/dev" % (proc, pid)) or "").splitlines():
+        name, colon, counters = line.partition(":")
+        fields = counters.split()
+        if colon and name.strip() == interface and len(fields) > 8:
+            return int(fields[0]), int(fields[8])
+    return None
+
+
 def place(stack: list | None, state: str) -> str:
     """Where a rank's main thread is (compute, collective, input, checkpoint or other), from py-spy's dump and its state
     at that moment."""
@@ -90,11 +111,13 @@ class Sampler:
         self.proc, self.clock, self.stack, self.stacked = proc, clock, stack, 0.0
         self.marker, self.node = ("TRAINOPS_RUN_ID=%s" % run_id).encode(), ("TRAINOPS_NODE=%s" % node).encode()
         self.known = {}  # pid: its global rank, or None for a process that is no rank of the run
+        self.interface = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
         self.first = True  # the attempt's first window: its start (imports, the rendezvous, a checkpoint's load) in it
         self.reset()
 
     def reset(self) -> None:
         self.since, self.samples, self.busy, self.cpu, self.places, self.unread = self.clock(), {}, {}, {}, {}, None
+        self.net = None  # (rx bytes, tx bytes, time) of the interface at the window's first look, then at its last
 
     def due(self) -> bool:
         """Whether the window is over (and held a sample)."""
@@ -106,6 +129,8 @@ class Sampler:
             rank = next((v[5:] for v in variables if v.startswith(b"RANK=")), None)
             ours = self.marker in variables and self.node in variables and any(v.startswith(b"LOCAL_RANK=") for v in variables)
             self.known[pid] = int(rank) if ours and rank and rank.isdigit() else None
+            if self.known[pid] is not None and self.interface is None:
+                self.interface = interface_of(variables)
         return self.known[pid]
 
     def sample(self) -> None:
@@ -116,6 +141,7 @@ class Sampler:
         stacks = self.stack is not None and self.clock() - self.stacked >= STACK_EVERY
         if stacks:
             self.stacked = self.clock()
+        ours = None  # a rank's pid: the training interface's counters are read in its network namespace
         for pid in pids:
             rank = self.rank_of(pid)
             seen = stat(pid, self.proc) if rank is not None else None
@@ -128,6 +154,11 @@ class Sampler:
             self.cpu[rank] = self.cpu.get(rank, (seen[1], now))[:2] + (seen[1], now)
             if stacks:
                 self._look(rank, pid)
+            ours = ours or pid
+        counted = net_bytes(ours, self.interface, self.proc) if ours and self.interface else None
+        if counted:
+            now = self.clock()
+            self.net = (self.net or counted + (now,))[:3] + counted + (now,)
 
     def _look(self, rank: int, pid: int) -> None:
         stack, why = self.stack(pid)
@@ -141,7 +172,8 @@ class Sampler:
     def window(self) -> dict:
         """{at, seconds, ranks: {rank: {busy (share of samples), cpu (CPU seconds a second), places (stack looks in each
         place, where read)}}, first (the attempt's first window), stacks_unread (why a look at a stack failed in the
-        window, where one did)}; a new window begins."""
+        window, where one did), net ({interface, rx_mbps, tx_mbps}: MB/s on the training interface, in the ranks'
+        network namespace: the node's, or the image's with host networking)}; a new window begins."""
         now = self.clock()
         ranks = {}
         for rank, count in sorted(self.samples.items()):
@@ -151,6 +183,10 @@ class Sampler:
             if rank in self.places:
                 ranks[str(rank)]["places"] = self.places[rank]
         out = {"at": round(now, 3), "seconds": round(now - self.since, 1), "ranks": ranks, "first": self.first}
+        if self.net and self.net[5] > self.net[2]:
+            seconds = self.net[5] - self.net[2]
+            out["net"] = {"interface": self.interface, "rx_mbps": round((self.net[3] - self.net[0]) / seconds / 1e6, 3),
+                          "tx_mbps": round((self.net[4] - self.net[1]) / seconds / 1e6, 3)}
         self.first = False
         if self.unread:
             out["stacks_unread"] = self.unread
@@ -262,4 +298,13 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
         if where.get(place, 0.0) >= BOUND[place]:
             lag["text"] += "; %d %% of its ranks' time is in %s" % (round(100 * where[place]), _IN_PLACE[place])
         return dict(lag, kind="straggler")
-    return found[0] if found else _bound("collective", places, len(perfs))
+    if found:
+        return found[0]
+    found = _bound("collective", places, len(perfs))
+    nets = {n: perfs[n]["net"] for n in _current(perfs, now, attempt) if perfs[n].get("net")} if found else {}
+    if nets:
+        # What the job gets of the training interface: against the ladder's busbw on these nodes, or the link's speed.
+        found["text"] += "; the training interface carries %s" % ", ".join(
+            "%s %.1f MB/s out, %.1f in (%s)" % (n, net["tx_mbps"], net["rx_mbps"], net["interface"]) for n, net in sorted(nets.items()))
+        found["net"] = nets
+    return found
