@@ -6,7 +6,7 @@ GPUs), the clock event reasons active now, clocks against their maximum. Read, n
 judges.
 
 Node side: imported by gpu.py (parse_smi_xml), shipped with the module gpu_facts and with the job runner
-(roles/train/files/trainops_job links both files); standard library only.
+(roles/train/files/trainops_job links these files); standard library only.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-_UNSET = frozenset(("", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]"))
+from ._smi_values import int_prefix, xml_text
 _ECC_COUNTERS = ("sram_correctable", "sram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded",
                  "dram_correctable", "dram_uncorrectable",
                  # Before Ampere's split into SRAM and DRAM (V100, driver < 510): single and double bit errors by memory.
@@ -24,20 +24,12 @@ _REASON_PARENTS = ("clocks_event_reasons", "clocks_throttle_reasons")
 _REASON_PREFIX = re.compile(r"^clocks?_(?:event|throttle)_reason_")
 
 
-def _text(element: ET.Element, path: str) -> str | None:
-    found = element.find(path)
-    text = found.text.strip() if found is not None and found.text else None
-    return None if text is None or text.lower() in _UNSET else text
-
-
 def _count(element: ET.Element, path: str) -> int | None:
-    text = _text(element, path)
-    match = re.match(r"\d+", text) if text else None
-    return int(match.group(0)) if match else None
+    return int_prefix(xml_text(element, path))
 
 
 def _yes(element: ET.Element, path: str) -> bool | None:
-    text = _text(element, path)
+    text = xml_text(element, path)
     return None if text is None else text.lower() == "yes"
 
 

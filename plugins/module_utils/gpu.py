@@ -18,13 +18,15 @@ import re
 import xml.etree.ElementTree as ET
 
 from ._gpu_health import parse_health
+from ._smi_values import int_prefix as _int_prefix
+from ._smi_values import value as _value
+from ._smi_values import xml_text as _xml_text
 
 # The fields gpu_facts asks --query-gpu for; parse_query_csv reads any header, these are only the request.
 QUERY_GPU_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "pci.bus_id", "compute_cap",
                     "persistence_mode", "ecc.mode.current")
 
 # nvidia-smi writes these where a value does not apply or cannot be read.
-_UNSET = frozenset(("", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]"))
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _NVLINK_GPU = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
@@ -37,26 +39,6 @@ _PROC_VERSION = re.compile(r"^NVRM version:\s*(.*?)\s+(\d+(?:\.\d+)+)\s")
 _TOPO_AFFINITY_COLUMNS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
 # nvidia-smi 580 does not put the compute capability in -q -x; read it if a later schema adds it.
 _XML_COMPUTE_CAP_TAGS = ("compute_cap", "cuda_compute_capability")
-
-
-def _value(text):
-    """Stripped text, or None for nvidia-smi's "N/A"-style placeholders."""
-    if text is None:
-        return None
-    text = text.strip()
-    return None if text.lower() in _UNSET else text
-
-
-def _int_prefix(text):
-    """Leading integer of "143771 MiB" style values, None if there is none."""
-    text = _value(text)
-    match = re.match(r"\d+", text) if text else None
-    return int(match.group(0)) if match else None
-
-
-def _xml_text(element, path):
-    found = element.find(path)
-    return _value(found.text) if found is not None else None
 
 
 def _pcie_link(gpu):

@@ -27,7 +27,7 @@ import statistics
 import time
 
 from .processes import read
-from .verdict import frames_of
+from .verdict import BACKWARD_FILES, COLLECTIVE_FILES, DDP_FILE, frames_of
 
 WINDOW = 10.0
 # Seconds between two looks at a rank's Python stack: py-spy's dump took 7 ms (median) on the GPU machine and cost a
@@ -41,13 +41,12 @@ GAP = 0.3
 # Where a rank's main thread is, from its stack (innermost frame first): checkpoint I/O (torch.save and load,
 # torch.distributed.checkpoint, safetensors, DeepSpeed's checkpoint engine, or a function named save..., so that the
 # ranks waiting at the barrier inside a save count with it), its data (torch's DataLoader, Hugging Face datasets,
-# Megatron's datasets, webdataset), a collective (DDP's gradient all-reduce runs under backward: a rank waiting there
-# waits for it), else compute (state R) or other (sleeping, or waiting elsewhere).
+# Megatron's datasets, webdataset), a collective (the stall verdict's files; DDP's gradient all-reduce runs under
+# backward: a rank waiting there waits for it), else compute (state R) or other (sleeping, or waiting elsewhere).
 _CHECKPOINT_FILES = ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors/", "deepspeed/runtime/checkpoint_engine/")
 _CHECKPOINT_NAMES = re.compile(r"(?:^|_)save(?:$|_)")
 _INPUT_FILES = ("torch/utils/data/", "/datasets/", "webdataset/")
-_COLLECTIVE_FILES = ("torch/distributed/", "deepspeed/comm/")
-_BACKWARD_FILES = ("torch/autograd/", "torch/_tensor.py", "torch/nn/parallel/distributed.py")
+_BACKWARD_FILES = BACKWARD_FILES + (DDP_FILE,)
 # A node's ranks in one place at least this share of the stack looks make it the bottleneck's class (in bottleneck's
 # order); a window of fewer looks than MIN_LOOKS is not judged.
 BOUND = {"input": 0.4, "checkpoint": 0.25, "collective": 0.6}
@@ -95,7 +94,7 @@ def place(stack: list | None, state: str) -> str:
         return "checkpoint"
     if any(part in f for f in files for part in _INPUT_FILES):
         return "input"
-    if any(part in f for f in files for part in _COLLECTIVE_FILES):
+    if any(part in f for f in files for part in COLLECTIVE_FILES):
         return "collective"
     if state != "R" and any(part in f for f in files for part in _BACKWARD_FILES):
         return "collective"

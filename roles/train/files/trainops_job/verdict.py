@@ -9,9 +9,12 @@ from __future__ import annotations
 
 # Seconds every node has to answer a stall with its diagnosis (the supervisor waits that long).
 DIAGNOSIS_WAIT = 30
-# Where a rank waits, named by the innermost frame in these modules (the collective called, or DDP's backward).
-_COLLECTIVE_FILES = ("torch/distributed/", "torch/nn/parallel/distributed.py", "deepspeed/comm/")
-_BACKWARD_FILES = ("torch/autograd/", "torch/_tensor.py")
+# Where a rank waits, named by the innermost frame in these modules (the collective called, or DDP's backward). DDP's
+# own module holds its forward too, which computes: perf counts a frame there as a wait only while the rank sleeps.
+COLLECTIVE_FILES = ("torch/distributed/", "deepspeed/comm/")
+DDP_FILE = "torch/nn/parallel/distributed.py"
+BACKWARD_FILES = ("torch/autograd/", "torch/_tensor.py")
+_WAIT_FILES = COLLECTIVE_FILES + (DDP_FILE,)
 _UNKNOWN = "an unknown place"
 
 
@@ -41,10 +44,10 @@ def where(stack) -> str | None:
         return None
     for frame in frames:
         name, filename = frame.get("name", "?"), frame.get("filename", "")
-        if any(part in filename for part in _COLLECTIVE_FILES) and not name.startswith("_"):
+        if any(part in filename for part in _WAIT_FILES) and not name.startswith("_"):
             return name
     for frame in frames:
-        if any(part in frame.get("filename", "") for part in _BACKWARD_FILES) and frame.get("name") == "backward":
+        if any(part in frame.get("filename", "") for part in BACKWARD_FILES) and frame.get("name") == "backward":
             return "backward (DDP's gradient all-reduce)"
     inner = frames[0]
     return "%s (%s:%s)" % (inner.get("name", "?"), inner.get("short_filename") or inner.get("filename", "?"), inner.get("line", "?"))
@@ -61,7 +64,7 @@ def _open(proc: dict) -> dict | None:
 
 def communicating(proc: dict) -> bool:
     """Whether a rank is inside a collective: an NCCL one its flight recorder holds open, or a frame of one."""
-    return bool(_open(proc)) or any(any(part in f.get("filename", "") for part in _COLLECTIVE_FILES + _BACKWARD_FILES)
+    return bool(_open(proc)) or any(any(part in f.get("filename", "") for part in _WAIT_FILES + BACKWARD_FILES)
                                     for f in frames_of(proc.get("stack")))
 
 
