@@ -278,10 +278,10 @@ _IN_PLACE = {"input": "the data loader", "checkpoint": "checkpoints' saves and l
 def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     """What holds the job back while it runs: {kind, node (None for every node), ..., text}, or None when nothing does or
     nothing could be judged (where stacks are read: not before every node's window holds them, perf.shares). First
-    checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would read as a straggler.
-    Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in the data loader or a
-    checkpoint, said too), then one node's checkpoints or input, then communication (the others wait in the all-reduce
-    for a straggler too)."""
+    checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would
+    read as a straggler. Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in
+    the data loader or a checkpoint, said too), then one node's checkpoints or input, then communication (the others
+    wait in the all-reduce for a straggler too), with what the training interface carries."""
     places = shares(perfs, now, attempt)
     if places is None and any(rank.get("places") for ranks in _current(perfs, now, attempt).values() for rank in ranks):
         return None  # stacks are read, but not yet in every node's window: judged with them, at the next windows
