@@ -144,6 +144,10 @@ def test_the_bottleneck_is_the_straggler_first_then_the_class_the_stacks_show():
     # Waiting in collectives with no straggler: communication-bound, with what the training interface carries.
     waiting = {n: dict(places({"collective": 4, "compute": 1}), net={"interface": "eth1", "rx_mbps": 11.9, "tx_mbps": 12.34})
                for n in ("node1", "node2")}
+    # A rank stopped on node2 (molecule train's stall: SIGSTOP): node1's and node3's wait in the all-reduce for it, not for
+    # the network.
+    stopped = dict(waiting, node2=places({"other": 5}, 0.0), node3=waiting["node1"])
+    assert perf.bottleneck(stopped, 105.0, 0) is None
     found = perf.bottleneck(waiting, 105.0, 0)
     assert found["kind"] == "communication-bound" and found["text"].endswith(
         "; the training interface carries node1 12.3 MB/s out, 11.9 in (eth1), node2 12.3 MB/s out, 11.9 in (eth1)"), found

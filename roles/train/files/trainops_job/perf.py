@@ -280,8 +280,9 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     nothing could be judged (where stacks are read: not before every node's window holds them, perf.shares). First
     checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would
     read as a straggler. Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in
-    the data loader or a checkpoint, said too), then one node's checkpoints or input, then communication (the others
-    wait in the all-reduce for a straggler too), with what the training interface carries."""
+    the data loader or a checkpoint, said too), then one node's checkpoints or input, then communication, where every
+    node's ranks wait in collectives (some nodes' waiting alone is a wait for the others), with what the training
+    interface carries."""
     places = shares(perfs, now, attempt)
     if places is None and any(rank.get("places") for ranks in _current(perfs, now, attempt).values() for rank in ranks):
         return None  # stacks are read, but not yet in every node's window: judged with them, at the next windows
@@ -300,6 +301,10 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     if found:
         return found[0]
     found = _bound("collective", places, len(perfs))
+    if found and found["node"] is not None:
+        # Some nodes' ranks wait in the collective and another's do not: they wait for that node (stopped, or stuck
+        # elsewhere: the stall's diagnosis names it), not for the network, which every rank would wait for.
+        return None
     nets = {n: perfs[n]["net"] for n in _current(perfs, now, attempt) if perfs[n].get("net")} if found else {}
     if nets:
         # What the job gets of the training interface: against the ladder's busbw on these nodes, or the link's speed.
