@@ -84,19 +84,20 @@ def net_bytes(pid: int, interface: str, proc: str = "/proc") -> tuple | None:
     return None
 
 
+def _in(files: list, parts: tuple) -> bool:
+    return any(part in name for name in files for part in parts)
+
+
 def place(stack: list | None, state: str) -> str:
     """Where a rank's main thread is (compute, collective, input, checkpoint or other), from py-spy's dump and its state
     at that moment."""
     frames = frames_of(stack)
     files = [frame.get("filename") or "" for frame in frames]
-    names = [frame.get("name") or "" for frame in frames]
-    if any(part in f for f in files for part in _CHECKPOINT_FILES) or any(_CHECKPOINT_NAMES.search(n) for n in names):
+    if _in(files, _CHECKPOINT_FILES) or any(_CHECKPOINT_NAMES.search(frame.get("name") or "") for frame in frames):
         return "checkpoint"
-    if any(part in f for f in files for part in _INPUT_FILES):
+    if _in(files, _INPUT_FILES):
         return "input"
-    if any(part in f for f in files for part in COLLECTIVE_FILES):
-        return "collective"
-    if state != "R" and any(part in f for f in files for part in _BACKWARD_FILES):
+    if _in(files, COLLECTIVE_FILES) or (state != "R" and _in(files, _BACKWARD_FILES)):
         return "collective"
     return "compute" if state == "R" else "other"
 
