@@ -1,14 +1,13 @@
 """playbooks/train.yml: a job started on every node at once as systemd units, its logs on shared storage, a failed
-node stopping the others, a start that resumes from the last checkpoint, stop, the pre-flight's refusals, and a node
-slowed for real named the straggler."""
+node stopping the others, a start that resumes from the last checkpoint, stop, the pre-flight's refusals (a job slowed
+for real: test_train_slow)."""
 
 import json
-import subprocess
 import time
 
 import pytest
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
-from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, container, playbook, timed
+from testbed_fixtures import CLUSTER, HOSTVARS, INVENTORY, playbook, timed
 
 JOB = "ddp1"
 SHARED = INVENTORY.parent / ".state" / "shared"
@@ -336,73 +335,3 @@ def test_a_full_fine_tune_without_room_for_its_checkpoints_is_refused(node):
     assert "but the 10 checkpoints to come take about 122880.0 GiB (each 12288.0 GiB, estimated: 6x the model's " \
            "2048.0 GiB of weights for a full fine-tune)" in run.stdout, run.stdout[-3000:]
     assert not node("node1").file("/etc/trainops/jobs/lfspace.json").exists
-
-
-# A compute-bound step (a large batch, no sleep): every rank computes most of the time, none waits long.
-COMPUTE_BOUND = COMMAND.replace("--steps 200", "--steps 100000 --batch 200000").replace("--step-seconds 0.5", "--step-seconds 0")
-
-
-def test_a_node_at_a_fifth_of_a_core_is_named_the_straggler(node, assert_nothing_left):
-    """node3's CPU quota cut to a fifth of a core (podman update --cpus 0.2: its cgroup's CFS quota) while a
-    compute-bound job runs: its rank is busy the whole step while node1's and node2's wait for it at the all-reduce.
-    The supervisor on node1 names node3 the straggler; status says the job runs slow, and why."""
-    run = train("-e", "train_job=slow", "-e", json.dumps(dict(OPTIONS, train_command=COMPUTE_BOUND, train_stall_seconds=120)))
-    assert run.returncode == 0, run.stdout[-3000:]
-    progress = SHARED / "jobs" / "slow" / "node1.progress.json"
-    wait_for(lambda: progress.exists() and (json.loads(progress.read_text()).get("step") or 0) >= 5, 120, "five steps")
-    subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
-    cut = time.time()
-    try:
-        def named():
-            return [e for e in events("slow") if e["event"] == "slow" and e["at"] > cut and e["node"] == "node3"]
-        wait_for(named, 300, "node3 named the straggler")
-        found = named()[0]
-        timed("a straggler named (one node at a fifth of a core)", found["at"] - cut)
-        print("named %.1f s after the cut: %s" % (found["at"] - cut, found["text"]))
-        assert found["busy"] >= 0.75 and found["others"] <= found["busy"] - 0.3, found
-        run = train("-e", "train_job=slow", "-e", "train_action=status")
-        report = json.loads((INVENTORY.parent / "reports" / "train-slow.json").read_text())
-        assert report["verdict"].startswith("running, slow: straggler: node3's ranks are busy"), report["verdict"]
-    finally:
-        # The whole machine's two cores back (podman update leaves no other way to lift the quota here).
-        subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)
-        train("-e", "train_job=slow", "-e", "train_action=stop")
-    assert_nothing_left()
-
-
-# No straggler: every rank's DataLoader waits half a second for each batch; then a 64 MiB save every step.
-SLOW_KINDS = (
-    ("loader", COMMAND.replace("--steps 200", "--steps 2000").replace("--step-seconds 0.5", "--step-seconds 0 --load-seconds 0.5"),
-     "input-bound", "wait for their data"),
-    ("saving", COMMAND.replace("--steps 200", "--steps 2000").replace(
-        "--save-every 5 --step-seconds 0.5", "--save-every 1 --checkpoint-mb 64 --keep 2 --step-seconds 0"),
-     "checkpoint-bound", "save or load checkpoints"),
-)
-
-
-def test_a_waiting_data_loader_and_a_save_every_step_are_classed(node, assert_nothing_left):
-    """Two jobs slow for real without a straggler: each rank's DataLoader (torch's) waits 0.5 s for each batch, then a
-    job saves a 64 MiB checkpoint to shared storage after every step (the other ranks wait at the barrier in its save).
-    The runners sample the ranks' Python stacks (py-spy, every second); the supervisor classes each job, input-bound,
-    then checkpoint-bound, with every node's share; status says so."""
-    for job, command, kind, doing in SLOW_KINDS:
-        run = train("-e", "train_job=%s" % job, "-e", json.dumps(dict(OPTIONS, train_command=command, train_stall_seconds=60)))
-        assert run.returncode == 0, run.stdout[-3000:]
-        started = time.time()
-        try:
-            def named():
-                return [e for e in events(job) if e["event"] == "slow" and e["kind"] == kind]
-            wait_for(named, 180, "%s classed %s" % (job, kind))
-            found = named()[0]
-            timed("%s named (%s)" % (kind, job), found["at"] - started)
-            print("%s: %.1f s after the start: %s" % (job, found["at"] - started, found["text"]))
-            assert found["node"] is None and sorted(found["shares"]) == sorted(CLUSTER), found
-            assert "every node's ranks %s" % doing in found["text"] and min(found["shares"].values()) >= 0.25, found
-            # The rank that saves is busy while the others wait for it: the class, not a straggler, is named.
-            assert not [e for e in events(job) if e["event"] == "slow" and e["kind"] == "straggler"], events(job)
-            train("-e", "train_job=%s" % job, "-e", "train_action=status")
-            report = json.loads((INVENTORY.parent / "reports" / ("train-%s.json" % job)).read_text())
-            assert report["verdict"].startswith("running, slow: %s: every node's ranks" % kind), report["verdict"]
-        finally:
-            train("-e", "train_job=%s" % job, "-e", "train_action=stop")
-    assert_nothing_left()

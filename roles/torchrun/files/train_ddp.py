@@ -6,7 +6,8 @@
   torchrun --nnodes=$NNODES --node_rank=$NODE_RANK --nproc_per_node=$NPROC_PER_NODE \
       --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT train_ddp.py --checkpoint-dir /mnt/shared/ckpt [--resume [auto]]
 
-A small regression model on synthetic data, wrapped in DistributedDataParallel. Every rank draws its own batch
+A small regression model on synthetic data, wrapped in DistributedDataParallel (--hidden widens it: its gradients are
+all-reduced every step, so a wide one loads the links between nodes). Every rank draws its own batch
 from a generator seeded by (seed, step, rank), so a resumed run sees exactly the batches an unbroken one would
 have seen, and ranks that stopped synchronising would end with different parameters.
 
@@ -69,6 +70,8 @@ def arguments():
     parser.add_argument("--load-seconds", type=float, default=0.0, help="the data loader's wait for each batch")
     parser.add_argument("--checkpoint-mb", type=int, default=0, help="pad each checkpoint with this many MiB")
     parser.add_argument("--keep", type=int, default=0, help="keep only the newest this many checkpoints (0: all)")
+    parser.add_argument("--hidden", type=int, default=32,
+                        help="the hidden layer's width: about 18 parameters each, all-reduced every step")
     return parser.parse_args()
 
 
@@ -150,7 +153,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
-    module = nn.Sequential(nn.Linear(FEATURES, 32), nn.Tanh(), nn.Linear(32, 1)).to(device)
+    module = nn.Sequential(nn.Linear(FEATURES, args.hidden), nn.Tanh(), nn.Linear(args.hidden, 1)).to(device)
     model = DistributedDataParallel(module, device_ids=[local_rank] if gpu else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 

@@ -230,3 +230,40 @@ def test_the_training_interfaces_bytes_are_counted_in_the_ranks_network_namespac
     assert window["net"]["interface"] == "lo" and window["net"]["tx_mbps"] > 4 and window["net"]["rx_mbps"] > 4, window
     assert perf.interface_of([b"NCCL_SOCKET_IFNAME=^docker,lo", b"GLOO_SOCKET_IFNAME=eth1"]) == "eth1"
     assert perf.interface_of([b"NCCL_SOCKET_IFNAME=ib0,ib1"]) == "ib0" and perf.interface_of([b"PATH=/bin"]) is None
+
+
+def test_what_the_ranks_wait_to_send_is_read_from_their_sockets():
+    # The rank sends to a peer that does not read: its bytes wait in its socket's send queue (a slow link's sender's do).
+    code = ("import socket, time\nserver = socket.socket(); server.bind(('127.0.0.1', 0)); server.listen(1)\n"
+            "client = socket.create_connection(server.getsockname()); peer, _ = server.accept()\n"
+            "peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536); client.setblocking(False)\n"
+            "try:\n    while True: client.send(b'x' * 65536)\nexcept BlockingIOError:\n    pass\ntime.sleep(60)\n")
+    process = rank(code, 0)
+    try:
+        time.sleep(1.0)
+        sampler = perf.Sampler("r1", "node1")
+        for dummy in range(3):
+            sampler.sample()
+            sampler.stacked -= perf.STACK_EVERY  # a look at every sample
+        window = sampler.window()
+        inodes = perf.socket_inodes(process.pid)
+    finally:
+        process.kill()
+        process.wait()
+    assert window["queued_kb"] >= 64, window
+    assert len(inodes) == 3 and perf.send_queue(os.getpid(), set()) == 0 and perf.socket_inodes(-1) == set()
+
+
+def test_a_slow_link_is_named_by_the_sends_its_node_holds():
+    waiting = {n: dict(places({"collective": 5}), queued_kb=12.0) for n in ("node1", "node2", "node3")}
+    assert perf.bottleneck(waiting, 105.0, 0)["node"] is None
+    slow = dict(waiting, node2=dict(waiting["node2"], queued_kb=3400.0))
+    found = perf.bottleneck(slow, 105.0, 0)
+    assert found["kind"] == "communication-bound" and found["node"] == "node2", found
+    assert found["text"].startswith(
+        "communication-bound: every node's ranks wait in collectives 100 % of the time (node1 100 %, node2 100 %, node3 100 %); "
+        "node2's ranks' sends queue up (3400 KiB waiting on average, the other nodes' 12 KiB): its link out is slower"), found
+    # Below the floor, or not far above the others': no node named.
+    assert perf.bottleneck(dict(waiting, node2=dict(waiting["node2"], queued_kb=200.0)), 105.0, 0)["node"] is None
+    level = {n: dict(places({"collective": 5}), queued_kb=900.0 + i) for i, n in enumerate(("node1", "node2", "node3"))}
+    assert perf.bottleneck(level, 105.0, 0)["node"] is None

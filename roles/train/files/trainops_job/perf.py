@@ -51,6 +51,11 @@ _BACKWARD_FILES = BACKWARD_FILES + (DDP_FILE,)
 # order); a window of fewer looks than MIN_LOOKS is not judged.
 BOUND = {"input": 0.4, "checkpoint": 0.25, "collective": 0.6}
 MIN_LOOKS = 4
+# A communication-bound job's slow link: the node whose ranks' sends wait in their sockets, at least QUEUED_KB on
+# average and QUEUED_RATIO times the other nodes' (their median). In a ring all-reduce every node sends as much; the
+# node whose link out is slow holds its bytes (molecule train: 3-4 MiB behind a 40 Mbit/s tbf, the others' near 0).
+QUEUED_KB = 256
+QUEUED_RATIO = 4
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -82,6 +87,37 @@ def net_bytes(pid: int, interface: str, proc: str = "/proc") -> tuple | None:
         if colon and name.strip() == interface and len(fields) > 8:
             return int(fields[0]), int(fields[8])
     return None
+
+
+def socket_inodes(pid: int, proc: str = "/proc") -> set:
+    """The inodes of a process's sockets (its /proc/PID/fd links "socket:[N]")."""
+    base, inodes = "%s/%d/fd" % (proc, pid), set()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return inodes
+    for name in names:
+        try:
+            target = os.readlink("%s/%s" % (base, name))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def send_queue(pid: int, inodes: set, proc: str = "/proc") -> int | None:
+    """Bytes in the send queues (written, not yet acknowledged by the peer) of the TCP sockets among `inodes`, from
+    /proc/PID/net/tcp and tcp6 (pid's network namespace); None where neither table could be read."""
+    total, tables = 0, 0
+    for table in ("tcp", "tcp6"):
+        text = read("%s/%d/net/%s" % (proc, pid, table))
+        tables += text is not None
+        for line in (text or "").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 9 and fields[9] in inodes:
+                total += int(fields[4].partition(":")[0], 16)
+    return total if tables else None
 
 
 def _in(files: list, parts: tuple) -> bool:
@@ -118,6 +154,7 @@ class Sampler:
     def reset(self) -> None:
         self.since, self.samples, self.busy, self.cpu, self.places, self.unread = self.clock(), {}, {}, {}, {}, None
         self.net = None  # (rx bytes, tx bytes, time) of the interface at the window's first look, then at its last
+        self.queued = (0, 0)  # bytes in the ranks' TCP send queues, summed over the looks; the looks
 
     def due(self) -> bool:
         """Whether the window is over (and held a sample)."""
@@ -138,10 +175,12 @@ class Sampler:
         pids = [int(entry) for entry in os.listdir(self.proc) if entry.isdigit()]
         alive = set(pids)
         self.known = {pid: rank for pid, rank in self.known.items() if pid in alive}
-        stacks = self.stack is not None and self.clock() - self.stacked >= STACK_EVERY
-        if stacks:
+        looks = self.clock() - self.stacked >= STACK_EVERY
+        if looks:
             self.stacked = self.clock()
+        stacks = looks and self.stack is not None
         ours = None  # a rank's pid: the training interface's counters are read in its network namespace
+        inodes = set()  # the ranks' sockets, at a look: what they wait to send
         for pid in pids:
             rank = self.rank_of(pid)
             seen = stat(pid, self.proc) if rank is not None else None
@@ -154,7 +193,12 @@ class Sampler:
             self.cpu[rank] = self.cpu.get(rank, (seen[1], now))[:2] + (seen[1], now)
             if stacks:
                 self._look(rank, pid)
+            if looks:
+                inodes |= socket_inodes(pid, self.proc)
             ours = ours or pid
+        queued = send_queue(ours, inodes, self.proc) if ours and looks else None
+        if queued is not None:
+            self.queued = (self.queued[0] + queued, self.queued[1] + 1)
         counted = net_bytes(ours, self.interface, self.proc) if ours and self.interface else None
         if counted:
             now = self.clock()
@@ -173,7 +217,9 @@ class Sampler:
         """{at, seconds, ranks: {rank: {busy (share of samples), cpu (CPU seconds a second), places (stack looks in each
         place, where read)}}, first (the attempt's first window), stacks_unread (why a look at a stack failed in the
         window, where one did), net ({interface, rx_mbps, tx_mbps}: MB/s on the training interface, in the ranks'
-        network namespace: the node's, or the image's with host networking)}; a new window begins."""
+        network namespace: the node's, or the image's with host networking), queued_kb (KiB waiting in the ranks' TCP send
+        queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends)}; a new window
+        begins."""
         now = self.clock()
         ranks = {}
         for rank, count in sorted(self.samples.items()):
@@ -187,6 +233,8 @@ class Sampler:
             seconds = self.net[5] - self.net[2]
             out["net"] = {"interface": self.interface, "rx_mbps": round((self.net[3] - self.net[0]) / seconds / 1e6, 3),
                           "tx_mbps": round((self.net[4] - self.net[1]) / seconds / 1e6, 3)}
+        if self.queued[1]:
+            out["queued_kb"] = round(self.queued[0] / self.queued[1] / 1024.0, 1)
         self.first = False
         if self.unread:
             out["stacks_unread"] = self.unread
@@ -256,9 +304,9 @@ def shares(perfs: dict, now: float, attempt: int) -> dict | None:
     return out
 
 
-def _bound(kind: str, places: dict, nodes: int) -> dict | None:
+def _bound(kind: str, places: dict, nodes: int, said: str = "") -> dict | None:
     """The class `kind` where some node's share reaches its bound: that node (the largest share) named, or every node
-    where each of the attempt's `nodes` reaches it."""
+    where each of the attempt's `nodes` reaches it (`said` goes before the advice)."""
     by_node = {node: figures.get(kind, 0.0) for node, figures in places.items()}
     if not by_node or max(by_node.values()) < BOUND[kind]:
         return None
@@ -269,8 +317,23 @@ def _bound(kind: str, places: dict, nodes: int) -> dict | None:
     share = "%d-%d %%" % (low, high) if every and low != high else "%d %%" % high
     figures = ", ".join("%s %d %%" % (n, round(100 * by_node[n])) for n in sorted(by_node))
     who = "every node's ranks" if every else "%s's ranks" % node
-    text = "%s: %s %s %s of the time (%s); %s" % (name, who, doing, share, figures, advice)
+    text = "%s: %s %s %s of the time (%s)%s; %s" % (name, who, doing, share, figures, said, advice)
     return {"kind": name, "node": None if every else node, "share": by_node[node], "shares": by_node, "text": text}
+
+
+def _slow_link(queued: dict) -> dict | None:
+    """{node, queued, text (what the verdict says of it)} of the node whose ranks' sends queue up against the others' (queued:
+    {node: KiB}), or None."""
+    if len(queued) < 2:
+        return None
+    node = max(queued, key=queued.get)
+    others = statistics.median(v for n, v in queued.items() if n != node)
+    if queued[node] < QUEUED_KB or queued[node] < QUEUED_RATIO * others:
+        return None
+    text = ("; %s's ranks' sends queue up (%d KiB waiting on average, the other nodes' %d KiB): its link out is slower than "
+            "its peers'; check its training interface (its speed: ethtool; a rate limit: tc qdisc show; its switch port)"
+            % (node, round(queued[node]), round(others)))
+    return {"node": node, "queued": queued, "text": text}
 
 
 _IN_PLACE = {"input": "the data loader", "checkpoint": "checkpoints' saves and loads"}
@@ -282,8 +345,8 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would
     read as a straggler. Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in
     the data loader or a checkpoint, said too), then one node's checkpoints or input, then communication, where every
-    node's ranks wait in collectives (some nodes' waiting alone is a wait for the others), with what the training
-    interface carries."""
+    node's ranks wait in collectives (some nodes' waiting alone is a wait for the others), with the node whose link is
+    slow where one holds its sends (perf._slow_link) and what the training interface carries."""
     places = shares(perfs, now, attempt)
     if places is None and any(rank.get("places") for ranks in _current(perfs, now, attempt).values() for rank in ranks):
         return None  # stacks are read, but not yet in every node's window: judged with them, at the next windows
@@ -301,12 +364,16 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
         return dict(lag, kind="straggler")
     if found:
         return found[0]
-    found = _bound("collective", places, len(perfs))
-    if found and found["node"] is not None:
+    current = _current(perfs, now, attempt)
+    link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
+    found = _bound("collective", places, len(perfs), link.get("text", ""))
+    if not found or found["node"] is not None:
         # Some nodes' ranks wait in the collective and another's do not: they wait for that node (stopped, or stuck
         # elsewhere: the stall's diagnosis names it), not for the network, which every rank would wait for.
         return None
-    nets = {n: perfs[n]["net"] for n in _current(perfs, now, attempt) if perfs[n].get("net")} if found else {}
+    if link:
+        found.update(node=link["node"], queued=link["queued"])
+    nets = {n: perfs[n]["net"] for n in current if perfs[n].get("net")}
     if nets:
         # What the job gets of the training interface: against the ladder's busbw on these nodes, or the link's speed.
         found["text"] += "; the training interface carries %s" % ", ".join(
