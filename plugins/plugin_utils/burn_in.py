@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The burn-in judged: every GPU's figures from roles/burn_in/files/trainops_burn.py (one JSON document per node)
+against its model's specification, against its peers of the same model, and its GEMM's result against theirs.
+
+Controller side: pure functions, used by the burn_in role (filter burn_in_verdict). docs/acceptance.md holds the table
+of specifications and bounds, with their sources and what the GPU machine measured.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+
+# (a part of nvidia-smi's product name, bf16 dense tensor TFLOP/s, memory GB/s), the first that the name holds applies:
+# the more specific names first (the H100's PCIe and NVL boards are slower than the SXM's "H100 80GB HBM3"). NVIDIA's
+# datasheets, dense (without sparsity) figures.
+SPECS = (
+    ("H200 NVL", 835.0, 4800.0),
+    ("H200", 989.0, 4800.0),
+    ("H100 NVL", 835.0, 3900.0),
+    ("H100 PCIe", 756.0, 2000.0),
+    ("H100", 989.0, 3350.0),
+    ("A100-SXM4-80GB", 312.0, 2039.0),
+    ("A100 80GB PCIe", 312.0, 1935.0),
+    ("A100", 312.0, 1555.0),
+    ("L40S", 362.0, 864.0),
+    ("L4", 121.0, 300.0),
+)
+# A PCIe link's bytes per second each way, per lane (GB/s) by generation: x16 Gen4 31.5, Gen5 63.0.
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+# The share of the specification a figure must reach. Plain torch loops on the GPU machines reached: bf16 GEMM 8192
+# cubed 69 % (H100 SXM) and 79 % (H200) of the dense figure, device copy 89 % (H200), pinned copies 87 % of PCIe Gen5
+# x16: the bounds leave room for a cooler or slower-clocked but sound part, and catch one at half speed.
+MIN_SHARE = {"gemm": 0.5, "memory": 0.7, "h2d": 0.6, "d2h": 0.6}
+FIGURES = (("gemm", "tflops", "GEMM", "TFLOP/s"), ("memory", "gbps", "memory", "GB/s"),
+           ("h2d", "gbps", "host->GPU", "GB/s"), ("d2h", "gbps", "GPU->host", "GB/s"))
+_SLOW = ("Compare its clocks and clock event reasons under load (nvidia-smi -q -d PERFORMANCE,CLOCK) and its PCIe link "
+         "with its peers'; a part that stays slow: drain the node and ask the provider to replace it")
+_SLOW_CPU = ("Compare its CPU quota (cgroup cpu.max), frequency and load with its peers' (a neighbour on a shared host); "
+             "a node that stays slow: ask the provider to move or replace it")
+_WRONG = "Drain the node now: a GPU that computes wrong results corrupts a job silently; ask the provider to replace it"
+
+
+def spec_of(name: str | None) -> tuple | None:
+    """(bf16 TFLOP/s, memory GB/s) of a GPU model from its product name, or None for a model not in SPECS."""
+    return next(((tflops, gbps) for part, tflops, gbps in SPECS if part in (name or "")), None)
+
+
+def pcie_gbps(pcie: dict | None) -> tuple | None:
+    """(GB/s each way, "Gen5 x16") of a GPU's PCIe link at its maximum (gpu_facts' pcie), or None where unknown."""
+    gen, width = (pcie or {}).get("max_gen"), (pcie or {}).get("max_width")
+    if gen not in PCIE_LANE_GBPS or not width:
+        return None
+    return round(PCIE_LANE_GBPS[gen] * width, 1), "PCIe Gen%d x%d" % (gen, width)
+
+
+def parse(node: str, out: dict) -> tuple:
+    """(the node's document, or None, and why not) from its run's registered result (rc, stdout, stderr)."""
+    if out.get("skipped"):
+        return None, "not run"
+    try:
+        document = json.loads(out.get("stdout") or "")
+    except ValueError:
+        lines = [line for line in (out.get("stderr") or out.get("msg") or "").splitlines() if line.strip()]
+        return None, "%s: the burn-in printed no result (exit %s)%s" % (
+            node, out.get("rc"), ": " + lines[-1].strip() if lines else "")
+    if not isinstance(document, dict) or document.get("program") != "trainops_burn" or not isinstance(document.get("devices"), list):
+        return None, "%s: the burn-in's output is not trainops_burn's" % node
+    return document, None
+
+
+def _finding(row: dict, what: str, figure, threshold: str, fix: str) -> dict:
+    return {"node": row["node"], "device": _gpu(row), "gpu": row["index"], "bus": row["bus"], "status": "fail", "what": what,
+            "figure": figure, "threshold": threshold, "fix": fix}
+
+
+def _rows(documents: dict, gpu_facts: dict) -> list:
+    rows = []
+    for node, document in sorted(documents.items()):
+        facts = {gpu.get("index"): gpu for gpu in (gpu_facts.get(node) or {}).get("gpus") or []}
+        for device in document["devices"]:
+            fact = facts.get(device.get("index")) or {}
+            row = {"node": node, "index": device.get("index"), "name": device.get("name"), "kind": document.get("kind"),
+                   "bus": device.get("bus_id") or fact.get("pci_bus_id"), "error": device.get("error"),
+                   "sha256": (device.get("gemm") or {}).get("sha256"), "repeat_sha256": (device.get("gemm") or {}).get("repeat_sha256"),
+                   "pcie": pcie_gbps(fact.get("pcie"))}
+            for figure, unit, _label, _unit in FIGURES:
+                row[figure] = (device.get(figure) or {}).get(unit)
+            rows.append(row)
+    return rows
+
+
+def _bound(row: dict, figure: str) -> tuple | None:
+    """(the figure's specification, what it is) for a row: the model's, or the PCIe link's for the host copies."""
+    if figure in ("h2d", "d2h"):
+        return row["pcie"]
+    spec = spec_of(row["name"]) if row["kind"] == "cuda" else None
+    return (spec[0 if figure == "gemm" else 1], "the %s's specification" % row["name"]) if spec else None
+
+
+def _against_spec(row: dict, notes: list) -> list:
+    found = []
+    for figure, _unit, label, unit in FIGURES:
+        value, bound = row[figure], _bound(row, figure)
+        if value is None:
+            continue
+        if bound is None:
+            notes.append("%s %s: %s not judged against a specification (%s)" % (
+                row["node"], _gpu(row), label, "no PCIe link read" if figure in ("h2d", "d2h") else "a model not in the table"))
+            continue
+        row.setdefault("share", {})[figure] = round(value / bound[0], 3)
+        if value < MIN_SHARE[figure] * bound[0]:
+            found.append(_finding(row, "%s below its bound" % label, "%s %s (%d %% of %s %s)" % (
+                value, unit, round(100 * value / bound[0]), bound[0], bound[1]),
+                "%d %% of %s" % (round(100 * MIN_SHARE[figure]), bound[1]), _SLOW))
+    return found
+
+
+def _against_peers(rows: list, fraction: float, notes: list) -> list:
+    """Each figure more than `fraction` below the median of its model's GPUs (in the whole cluster)."""
+    found = []
+    for name in sorted({row["name"] for row in rows}):
+        peers = [row for row in rows if row["name"] == name]
+        if len(peers) < 2:
+            notes.append("%s: the only %s, not compared with peers" % (peers[0]["node"], name))
+            continue
+        for figure, _unit, label, unit in FIGURES:
+            values = [row[figure] for row in peers if row[figure] is not None]
+            median = statistics.median(values) if len(values) > 1 else None
+            for row in peers:
+                if median and row[figure] is not None and row[figure] < (1 - fraction) * median:
+                    found.append(_finding(row, "%s below its peers'" % label, "%s %s (%d %% of the median %s of %d %s)" % (
+                        row[figure], unit, round(100 * row[figure] / median), median, len(values), name),
+                        "at least %d %% of the median (burn_in_outlier_fraction %s)" % (round(100 * (1 - fraction)), fraction),
+                        _SLOW_CPU if row["kind"] == "cpu" else _SLOW))
+    return found
+
+
+def _results(rows: list) -> list:
+    """A GPU whose GEMM result changed between its two products, or differs from its model's others (the most common
+    result wins; without one, every GPU of the model is named)."""
+    found = []
+    for row in rows:
+        if row["sha256"] and row["repeat_sha256"] and row["sha256"] != row["repeat_sha256"]:
+            found.append(_finding(row, "GEMM result changed when repeated", "sha256 %s then %s" % (row["sha256"][:12], row["repeat_sha256"][:12]),
+                                  "the same result every time", _WRONG))
+    for name in sorted({row["name"] for row in rows}):
+        peers = [row for row in rows if row["name"] == name and row["sha256"]]
+        counts = Counter(row["sha256"] for row in peers).most_common()
+        if len(counts) < 2:
+            continue
+        majority = counts[0][0] if counts[0][1] > counts[1][1] else None
+        for row in peers:
+            if row["sha256"] != majority:
+                found.append(_finding(row, "GEMM result differs from its peers'", "sha256 %s" % row["sha256"][:12],
+                                      "%s (%d of %d %s)" % (majority[:12], counts[0][1], len(peers), name) if majority
+                                      else "one result among the %d %s (none is the most common)" % (len(peers), name), _WRONG))
+    return found
+
+
+def _gpu(row: dict) -> str:
+    return "cpu" if row["kind"] == "cpu" else "GPU%s" % row["index"]
+
+
+def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> dict:
+    """{passed, rows, findings, not_judged, text} from every node's run (outputs: {node: registered result})."""
+    documents, findings, notes = {}, [], []
+    for node, out in sorted(outputs.items()):
+        document, why = parse(node, out or {})
+        if document:
+            documents[node] = document
+        elif why != "not run":
+            findings.append({"node": node, "device": None, "gpu": None, "bus": None, "status": "fail", "what": "no result", "figure": why,
+                             "threshold": "a result", "fix": "Read the node's burn-in log; run it again"})
+    rows = _rows(documents, gpu_facts)
+    for row in rows:
+        if row["error"]:
+            findings.append(_finding(row, "the burn-in failed on it", row["error"], "no error", _WRONG))
+        findings += _against_spec(row, notes)
+    findings += _against_peers([row for row in rows if not row["error"]], float(outlier_fraction), notes)
+    findings += _results(rows)
+    passed = not findings if rows else None
+    return {"passed": passed, "rows": rows, "findings": findings, "not_judged": notes, "text": text(rows, findings, passed)}
+
+
+def _figure(row: dict, figure: str, label: str, unit: str) -> str:
+    share = (row.get("share") or {}).get(figure)
+    return "%s %s %s%s" % (label, row[figure], unit, " (%d %%)" % round(100 * share) if share is not None else "")
+
+
+def text(rows: list, findings: list, passed: bool | None) -> str:
+    """One line per GPU (its figures and their share of the specification), then each finding."""
+    lines = ["burn-in: %s" % {True: "PASS", False: "FAIL", None: "not judged (no result)"}[passed]]
+    for row in rows:
+        figures = ", ".join(_figure(row, f, label, unit) for f, _u, label, unit in FIGURES if row[f] is not None)
+        name = "" if row["kind"] == "cpu" else " " + row["name"]
+        lines.append("  %s %s%s: %s" % (row["node"], _gpu(row), name, row["error"] or figures))
+    for finding in findings:
+        lines.append("  FAIL %s%s: %s: %s (threshold: %s). %s" % (
+            finding["node"], " " + finding["device"] if finding["device"] else "", finding["what"], finding["figure"],
+            finding["threshold"], finding["fix"]))
+    return "\n".join(lines)
