@@ -82,7 +82,8 @@ def verdict_scale(verdict: str) -> str | None:
 
 def scale_table(events: list) -> list:
     """train_action=scale's sizes as the supervisor measured them: [{world, nodes, steps_per_second, speedup, efficiency,
-    error}], against the smallest size measured. Data parallel: every node does the same work in a step, so a step of k
+    error, bound (what held the size back: perf.bottleneck's kind, node and text, "healthy", or None: not judged),
+    samples_per_second}], against the smallest size measured. Data parallel: every node does the same work in a step, so a step of k
     nodes does k nodes' work, and speedup = k * rate_k / (m * rate_m) for the smallest size m, efficiency = speedup * m / k
     (1.0: each added node adds a whole node's throughput)."""
     found = [e for e in events if e.get("event") == "scale"]
@@ -92,15 +93,43 @@ def scale_table(events: list) -> list:
         rate = event.get("steps_per_second")
         speedup = round(event["world"] * rate / (base["world"] * base["steps_per_second"]), 2) if base and rate else None
         rows.append({"world": event["world"], "nodes": event.get("nodes") or [], "steps_per_second": rate, "speedup": speedup,
-                     "efficiency": round(speedup * base["world"] / event["world"], 3) if speedup else None, "error": event.get("error")})
+                     "efficiency": round(speedup * base["world"] / event["world"], 3) if speedup else None, "error": event.get("error"),
+                     "bound": event.get("bound"), "samples_per_second": _samples(event)})
     return rows
 
 
+def _samples(event: dict) -> float | None:
+    """A size's samples per second: steps per second x each rank's samples per step x the ranks its runners counted."""
+    rate, batch, ranks = event.get("steps_per_second"), event.get("samples_per_rank"), event.get("ranks")
+    return round(rate * int(batch) * ranks, 2) if rate and batch and ranks else None
+
+
+def bound_word(bound: dict | None) -> str:
+    """A size's class in a word or two: "communication-bound (node2)", "straggler (node3)", "healthy", "not judged"."""
+    if not bound:
+        return "not judged"
+    return "%s (%s)" % (bound["kind"], bound["node"]) if bound.get("node") else bound["kind"]
+
+
 def scale_rows(rows: list) -> list:
-    """The table status shows: [[nodes, their names, steps/s, speedup, efficiency, not measured because]]."""
+    """The table status shows: [[nodes, their names, steps/s, samples/s, speedup, efficiency, what bounds it, not measured
+    because]]."""
     return [[str(r["world"]), ", ".join(r["nodes"]), "-" if r["steps_per_second"] is None else "%.3g" % r["steps_per_second"],
+             "%.4g" % r["samples_per_second"] if r.get("samples_per_second") else "-",
              "-" if r["speedup"] is None else "%sx" % r["speedup"], "-" if r["efficiency"] is None else "%d %%" % round(100 * r["efficiency"]),
-             r["error"] or ""] for r in rows]
+             "-" if r["error"] else bound_word(r.get("bound")), r["error"] or ""] for r in rows]
+
+
+def scale_notes(rows: list) -> list:
+    """What held each size back, in full, for the sizes where something did: ["3 nodes: communication-bound: ..."]."""
+    return ["%d node%s: %s" % (r["world"], "s" if r["world"] > 1 else "", r["bound"]["text"]) for r in rows
+            if (r.get("bound") or {}).get("kind", "healthy") != "healthy"]
+
+
+def _bound_said(row: dict) -> str:
+    """What held a size back, where something did (a healthy or unjudged size adds nothing to the line)."""
+    bound = row.get("bound") or {}
+    return ", " + bound_word(bound) if bound.get("kind", "healthy") != "healthy" else ""
 
 
 def scale_text(rows: list) -> str:
@@ -108,8 +137,8 @@ def scale_text(rows: list) -> str:
     measured = [r for r in rows if r["speedup"]]
     base = measured[0]["world"] if measured else None
     against = " %d node%s" % (base, "s" if base > 1 else "") if measured else ""
-    parts = ["%d node%s %sx%s (%d %%)" % (r["world"], "s" if r["world"] > 1 else "", r["speedup"], against if i == 1 else "",
-                                          round(100 * r["efficiency"])) for i, r in enumerate(measured) if i]
+    parts = ["%d node%s %sx%s (%d %%%s)" % (r["world"], "s" if r["world"] > 1 else "", r["speedup"], against if i == 1 else "",
+                                            round(100 * r["efficiency"]), _bound_said(r)) for i, r in enumerate(measured) if i]
     missed = ["%d nodes not measured: %s" % (r["world"], r["error"]) for r in rows if r["error"]]
     return "%s: %s" % (SCALED_SHORT if missed else SCALED, "; ".join([", ".join(parts) or "one size measured"] + missed))
 
@@ -165,9 +194,9 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed,
     stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
     verdict), starts ([{attempt, nodes, why}]: the start and every
-    restart on the cluster, each with its nodes), slow (what holds the job back, perf.bottleneck, or None), scale and
-    scale_rows (train_action=scale's sizes: scale_table, and as status shows them), records ({name: kind} of the job's records, its
-    folder's files that collect copies), dir (the job's folder)}.
+    restart on the cluster, each with its nodes), slow (what holds the job back, perf.bottleneck, or None), scale,
+    scale_rows and scale_notes (train_action=scale's sizes: scale_table, as status shows them, and what held each
+    back), records ({name: kind} of the job's records, its folder's files that collect copies), dir (the job's folder)}.
     """
     # The job's record and its supervisor's view, as the first node tells them (or any node, where it is gone).
     head = next((r for r in (reports.get(n) for n in nodes) if r and r.get("job")), None) or {}
@@ -215,7 +244,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first,
             "stall_seconds": supervisor.get("stall_seconds"), "slow": supervisor.get("slow"), "note": note, "events": events,
             "diagnosis": diagnosis,
-            "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled),
+            "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled), "scale_notes": scale_notes(scaled),
             "records": head.get("records") or {}, "dir": head.get("dir")}
 
 

@@ -304,6 +304,16 @@ def shares(perfs: dict, now: float, attempt: int) -> dict | None:
     return out
 
 
+def judged(perfs: dict, now: float, attempt: int) -> bool:
+    """Whether bottleneck judges now: every node of the attempt has a current window (not its first), and where the
+    ranks' stacks are read, each node's window holds enough looks (shares)."""
+    current = _current(perfs, now, attempt)
+    if not perfs or len(current) < len(perfs):
+        return False
+    stacked = any(rank.get("places") for ranks in current.values() for rank in ranks)
+    return not stacked or shares(perfs, now, attempt) is not None
+
+
 def _bound(kind: str, places: dict, nodes: int, said: str = "") -> dict | None:
     """The class `kind` where some node's share reaches its bound: that node (the largest share) named, or every node
     where each of the attempt's `nodes` reaches it (`said` goes before the advice)."""

@@ -25,6 +25,9 @@ from . import _checkpoints, diagnosis, perf, records, report, torchrun, verdict
 DIAGNOSIS_WAIT = verdict.DIAGNOSIS_WAIT
 # Seconds a node has to report over SSH when a restart probes whether it can take part.
 PROBE_TIMEOUT = 20
+# train_action=scale: a measured size runs on until its class is judged (every node's window after its first), at most
+# this long: a size of few steps ends before its nodes' second windows.
+BOUND_WAIT = 3 * perf.WINDOW
 
 
 def stall_seconds(conf: dict, progresses: list) -> float:
@@ -143,8 +146,12 @@ class Supervisor:
         """What holds the job back (perf.bottleneck: a straggler, else the class that the ranks' stacks show), judged
         while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is)."""
         watch = self.watch
-        found = perf.bottleneck({n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch["nodes"]}, now,
-                                watch["attempt"]) if now else None
+        perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch["nodes"]}
+        found = perf.bottleneck(perfs, now, watch["attempt"]) if now else None
+        watch["judged"] = bool(now) and perf.judged(perfs, now, watch["attempt"])
+        ours = [p for p in perfs.values() if p and p.get("attempt", 0) == watch["attempt"]]
+        watch["sampled"] = bool(ours)
+        watch["ranks"] = sum(len(p.get("ranks") or {}) for p in ours) if len(ours) == len(perfs) else None  # every node's counted
         last = watch.get("slow") or {}
         if found and (last.get("kind"), last.get("node")) != (found["kind"], found["node"]):
             self.event(event="slow", **found)
@@ -160,6 +167,9 @@ class Supervisor:
         if watch.get("scaled"):
             return
         since, size = watch.get("restarted_at") or watch["since"], len(watch["nodes"])
+        if watch.get("measured"):
+            self._scale_bound(now)
+            return
         first = self.job.of_this_run(self.job.node_path("progress", self.job.nodes[0])) or {}
         # This size's steps: the last attempt's lines may still arrive after its restart was asked for.
         ours = first.get("attempt", 0) == watch["attempt"]
@@ -173,8 +183,28 @@ class Supervisor:
             found.update(error="%d of %d steps within %d s (train_scale_timeout)" % (len(points), warmup + steps + 1, plan["timeout"]))
         else:
             return
+        watch["measured"] = dict(found, at=round(now, 3))
+        self._scale_bound(now)
+
+    def _scale_bound(self, now: float) -> None:
+        """A measured size's class (perf.bottleneck: what held it back, or nothing), once judged: the size runs on for
+        up to BOUND_WAIT seconds after its steps (its windows end apart), or until it has run a window and a half
+        without any node's window (a command without ranks to sample), then is said not judged. Then the next size."""
+        watch, plan = self.watch, self.job.conf["scale"]
+        found, slow = dict(watch["measured"]), watch.get("slow")
+        unsampled = not watch.get("sampled") and now - (watch.get("restarted_at") or watch["since"]) >= 1.5 * perf.WINDOW
+        if not (watch.get("judged") or "error" in found or unsampled) and now - found["at"] < BOUND_WAIT:
+            return
+        del watch["measured"], found["at"]
+        # Samples per second where each rank's samples per step are known (the controller multiplies).
+        found.update(ranks=watch.get("ranks"), samples_per_rank=plan.get("samples_per_rank"))
+        found["bound"] = None  # not judged
+        if watch.get("judged"):
+            healthy = {"kind": "healthy", "node": None, "text": "nothing held it back"}
+            found["bound"] = {k: slow[k] for k in ("kind", "node", "text")} if slow else healthy
         watch.setdefault("scale", []).append(found)
         self.event(event="scale", **found)
+        size = len(watch["nodes"])
         larger = [n for n in records.scale_sizes(plan, len(self.job.nodes)) if n > size]
         if larger and "error" not in found:
             nodes = self.job.nodes[:larger[0]]

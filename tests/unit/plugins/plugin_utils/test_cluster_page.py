@@ -247,7 +247,8 @@ def test_a_scaling_run_shows_its_table_and_a_slow_job_its_straggler():
     parts = [part(n, "stopped: scaling measured", 143, "2026-12-01T12:55:00Z", "train_action=scale: measured") for n in NODES]
     job = cluster_page.jobs({"s1": job_report(parts, record)}, {})[0]
     assert (job["verdict"], job["status"]) == ("scaled: 3 nodes 2.87x 1 node (96 %)", "PASS")
-    assert job["scale_rows"] == [["1", "node1", "4.75", "1.0x", "100 %", ""], ["3", "node1, node2, node3", "4.54", "2.87x", "96 %", ""]]
+    assert job["scale_rows"] == [["1", "node1", "4.75", "-", "1.0x", "100 %", "not judged", ""],
+                                 ["3", "node1, node2, node3", "4.54", "-", "2.87x", "96 %", "not judged", ""]]
     assert [e["detail"] for e in job["events"]] == ["1 nodes: 4.75 steps/s", "3 nodes: 4.54 steps/s", ""]
     text = "straggler: node3's ranks are busy 97 % of the time, the other nodes' 22 % (they wait for it)"
     record = dict(RECORD, events=[{"event": "slow", "node": "node3", "text": text, "at": T0 + 30, "run_id": RECORD["run_id"]},

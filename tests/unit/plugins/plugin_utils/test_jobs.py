@@ -279,25 +279,34 @@ def test_every_verdict_has_its_place_on_the_pages_scale():
     assert {verdict: jobs.verdict_scale(verdict) for verdict in cases} == cases
 
 
-def test_a_scaling_run_says_what_each_size_buys():
+BOUND = {'kind': 'communication-bound', 'node': 'node2', 'text': "communication-bound: every node's ranks wait in collectives ..."}
+
+
+def test_a_scaling_run_says_what_each_size_buys_and_what_held_it_back():
     events = [{'event': 'scale', 'run_id': RECORD['run_id'], 'world': 1, 'nodes': ['node1'], 'steps_per_second': 2.0},
               {'event': 'scale', 'run_id': RECORD['run_id'], 'world': 2, 'nodes': ['node1', 'node2'], 'steps_per_second': 1.8},
-              {'event': 'scale', 'run_id': RECORD['run_id'], 'world': 3, 'nodes': NODES, 'steps_per_second': 1.4},
+              {'event': 'scale', 'run_id': RECORD['run_id'], 'world': 3, 'nodes': NODES, 'steps_per_second': 1.4, 'bound': BOUND,
+               'ranks': 24, 'samples_per_rank': 4},
               {'event': 'scaled', 'run_id': RECORD['run_id'], 'sizes': [1, 2, 3]}]
+    events[1]['bound'] = {'kind': 'healthy', 'node': None, 'text': 'nothing held it back'}
     record = dict(RECORD, nodes=NODES, events=events)
     parts = reports(*(report(n, 'stopped: scaling measured', rc=143, stopped_by='train_action=scale: measured') for n in NODES),
                     record=record)
     status = jobs.status(NODES, parts, ADDRESSES)
-    assert status['verdict'] == 'scaled: 2 nodes 1.8x 1 node (90 %), 3 nodes 2.1x (70 %)'
+    assert status['verdict'] == 'scaled: 2 nodes 1.8x 1 node (90 %), 3 nodes 2.1x (70 %, communication-bound (node2))'
     assert jobs.verdict_scale(status['verdict']) == 'pass'
     assert [(r['world'], r['speedup'], r['efficiency']) for r in status['scale']] == [(1, 1.0, 1.0), (2, 1.8, 0.9), (3, 2.1, 0.7)]
-    assert status['scale_rows'][2] == ['3', 'node1, node2, node3', '1.4', '2.1x', '70 %', '']
+    assert [row[6] for row in status['scale_rows']] == ['not judged', 'healthy', 'communication-bound (node2)']
+    # 1.4 steps/s x 4 samples a rank x 24 ranks; the sizes without a batch or a rank count say none.
+    assert status['scale_rows'][2] == ['3', 'node1, node2, node3', '1.4', '134.4', '2.1x', '70 %', 'communication-bound (node2)', '']
+    assert [row[3] for row in status['scale_rows'][:2]] == ['-', '-']
+    assert status['scale_notes'] == ["3 nodes: communication-bound: every node's ranks wait in collectives ..."]
     # A size that did not log its steps in time ends the run: named, and the verdict is a part.
     events[2] = {'event': 'scale', 'run_id': RECORD['run_id'], 'world': 3, 'nodes': NODES,
                  'error': '4 of 26 steps within 300 s (train_scale_timeout)'}
     status = jobs.status(NODES, parts, ADDRESSES)
     assert status['verdict'] == 'scaled in part: 2 nodes 1.8x 1 node (90 %); 3 nodes not measured: 4 of 26 steps within 300 s (train_scale_timeout)'
-    assert jobs.verdict_scale(status['verdict']) == 'warn' and status['scale_rows'][2][2:5] == ['-', '-', '-']
+    assert jobs.verdict_scale(status['verdict']) == 'warn' and status['scale_rows'][2][2:7] == ['-', '-', '-', '-', '-']
 
 
 def test_a_straggler_makes_a_running_job_slow():
