@@ -51,8 +51,9 @@ def bus_id(domain, bus, device):
 
 
 def driver_version(text):
-    """The kernel module's version from /proc/driver/nvidia/version ("NVRM version: ... Kernel Module  580.159.04 ...")."""
-    match = re.search(r"Kernel Module\s+(\S+)", text or "")
+    """The kernel module's version from /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX Open Kernel Module for
+    x86_64  580.159.04  Release Build ..."; the proprietary module's line has no "Open")."""
+    match = re.search(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)\s", text or "")
     return match.group(1) if match else None
 
 

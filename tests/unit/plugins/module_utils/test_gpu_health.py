@@ -112,3 +112,13 @@ def test_inactive_nvlink_links_and_a_narrower_pcie_link_among_the_nodes_gpus():
     [narrow] = gpu_health.among(facts["gpus"])
     assert (narrow["status"], narrow["figure"], narrow["threshold"]) == ("warn", "Gen5 x8", "Gen5 x16")
     assert gpu_health.among(facts["gpus"][:1]) == []
+
+
+def test_a_gpu_under_load_at_its_power_cap_is_healthy():
+    # The GPU machine's H200 10 s into the burn-in's GEMMs (tests/fixtures/gpu/h200x1-load): 100 % busy, its SM clock at
+    # 1425 of 1980 MHz because the driver holds it at the power cap (SW Power Cap active). That is how a loaded GPU
+    # runs: not a finding; the hardware's own slowdowns are (test_hardware_clock_slowdown_fails_the_gpu).
+    each = gpu.parse_smi_xml((FIXTURES / "h200x1-load" / "nvidia-smi-q.xml").read_text(encoding="utf-8"))["gpus"][0]
+    health = each["health"]
+    assert (health["sm_clock_mhz"], health["sm_clock_max_mhz"]) == (1425, 1980) and health["clock_reasons"] == ["sw_power_cap"], health
+    assert gpu_health.problems(each) == []
