@@ -12,7 +12,7 @@ version_added: 0.1.0
 author:
   - trainops.cluster maintainers (@trainops)
 description:
-  - Reads the JSON reports in O(reports_dir) (C(ssh_mesh.json), C(port_matrix.json), C(drift.json), C(verify.json),
+  - Reads the JSON reports in O(reports_dir) (C(ssh_mesh.json), C(port_matrix.json), C(drift.json), C(burn-in.json), C(verify.json),
     C(torchrun.json), C(doctor.json)), each as its stage last wrote it, and writes one HTML page with the verdict at the
     top (the first failing stage in bring-up order and its culprit), the ladder with a busbw against message size
     plot per rung and the link's limit drawn on it, the SSH mesh and port matrices as colour grids, the drift table

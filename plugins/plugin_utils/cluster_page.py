@@ -16,6 +16,7 @@ STAGES = (
     ("mesh", "ssh_mesh.json", "SSH mesh"),
     ("ports", "port_matrix.json", "Ports between nodes"),
     ("drift", "drift.json", "Versions side by side"),
+    ("burn_in", "burn-in.json", "Burn-in"),
     ("verify", "verify.json", "Bring-up ladder"),
     ("torchrun", "torchrun.json", "torchrun rungs"),
     ("doctor", "doctor.json", "Doctor"),
@@ -68,7 +69,33 @@ def _doctor_status(report):
     return FAIL, first.get("node"), ("%s: %s" % (first.get("check"), first.get("detail"))) if first else None
 
 
-STATUS = {"mesh": _matrix_status, "ports": _matrix_status, "drift": _drift_status, "verify": _verdicts_status,
+def _burn_in_status(report):
+    """burn-in.json (burn_in's verdict): passed null where no node ran it (no GPUs, burn_in_cpu off)."""
+    if report.get("passed") is None:
+        return MISSING, None, "no node ran it (no GPUs; burn_in_cpu off)"
+    if report["passed"]:
+        return PASS, None, None
+    first = (report.get("findings") or [{}])[0]
+    culprit = " ".join(part for part in (first.get("node"), first.get("device")) if part) or None
+    return FAIL, culprit, "%s: %s" % (first.get("what"), first.get("figure")) if first else None
+
+
+def burn_in_table(report):
+    """One row a GPU: [node, device, model, bus, GEMM, memory, host->GPU, GPU->host (each with its share of the
+    specification), result (its sha256's first 12), verdict], then the findings and what was not judged."""
+    failed = {(f.get("node"), f.get("gpu")) for f in report.get("findings") or []}
+    rows = []
+    for row in report.get("rows") or []:
+        share = row.get("share") or {}
+        cells = ["-" if row.get(k) is None else "%s%s" % (row[k], " (%d %%)" % round(100 * share[k]) if k in share else "")
+                 for k in ("gemm", "memory", "h2d", "d2h")]
+        device = "cpu" if row.get("kind") == "cpu" else "GPU%s" % row.get("index")
+        verdict = FAIL if (row.get("node"), row.get("index")) in failed else PASS
+        rows.append([row.get("node"), device, row.get("name"), row.get("bus") or "-"] + cells + [(row.get("sha256") or "-")[:12], verdict])
+    return {"rows": rows, "findings": report.get("findings") or [], "not_judged": report.get("not_judged") or []}
+
+
+STATUS = {"burn_in": _burn_in_status, "mesh": _matrix_status, "ports": _matrix_status, "drift": _drift_status, "verify": _verdicts_status,
           "torchrun": _verdicts_status, "doctor": _doctor_status}
 
 
@@ -231,7 +258,7 @@ def page(reports, made, job_reports=None, job_made=None):
     made: {stage key: when its report was written (text)}; job_reports, job_made: the same of the training jobs (jobs()).
 
     Returns {verdict: {status, stage, culprit, reason}, stages: [{key, title, status, culprit, reason, made}],
-    mesh, ports (matrix_grid), drift (drift_grid), ladder (ladder()), torchrun (its verdicts), doctor (findings),
+    mesh, ports (matrix_grid), drift (drift_grid), burn_in (burn_in_table), ladder (ladder()), torchrun (its verdicts), doctor (findings),
     jobs (jobs())}.
     The verdict is the first failing stage in bring-up order; else NOT JUDGED when a stage could not be judged; PASS
     only when at least one stage reported and none failed; stages that never ran are listed as NOT RUN. A training job
@@ -258,6 +285,7 @@ def page(reports, made, job_reports=None, job_made=None):
         "mesh": matrix_grid(get("mesh")) if get("mesh") else None,
         "ports": matrix_grid(get("ports")) if get("ports") else None,
         "drift": drift_grid(get("drift")) if get("drift") else None,
+        "burn_in": burn_in_table(get("burn_in")) if get("burn_in") else None,
         "ladder": ladder(get("verify")) if get("verify") else None,
         "torchrun": get("torchrun"),
         "doctor": (get("doctor") or {}).get("findings"),

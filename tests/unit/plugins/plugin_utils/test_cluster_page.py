@@ -33,8 +33,8 @@ def test_a_healthy_run_passes_and_names_the_stages_that_did_not_run():
     model = cluster_page.page(load("train"), {"verify": "2026-12-01 17:44:00 UTC"})
     assert model["verdict"] == {"status": "PASS", "stage": None, "culprit": None, "reason": None}
     assert {s["key"]: s["status"] for s in model["stages"]} == {
-        "mesh": "PASS", "ports": "PASS", "drift": "PASS", "verify": "PASS", "torchrun": "PASS", "doctor": "NOT RUN"}
-    assert model["stages"][3]["made"] == "2026-12-01 17:44:00 UTC" and model["stages"][5]["made"] is None
+        "mesh": "PASS", "ports": "PASS", "drift": "PASS", "burn_in": "NOT RUN", "verify": "PASS", "torchrun": "PASS", "doctor": "NOT RUN"}
+    assert model["stages"][4]["made"] == "2026-12-01 17:44:00 UTC" and model["stages"][6]["made"] is None
     assert model["ports"]["rows"][0][1] == {"text": "-", "cls": "self"} and model["ports"]["rows"][0][2]["cls"] == "ok"
 
 
@@ -51,7 +51,7 @@ def test_the_first_failing_stage_in_bring_up_order_is_the_verdict():
     model = cluster_page.page(reports, {})
     assert model["verdict"] == {"status": "FAIL", "stage": "Ports between nodes", "culprit": "node3 -> node1",
                                 "reason": "node3 -> node1 (29500): timed out"}
-    verify = model["stages"][3]
+    verify = model["stages"][4]
     assert verify["status"] == "FAIL" and verify["culprit"] == "CPU all-reduce over MPI, all nodes on node1"
     assert verify["reason"] == "rank 2 on node3: NCCL WARN socket timeout"
     assert model["ports"]["rows"][2][1] == {"text": "29500: timed out", "cls": "fail"}
@@ -87,7 +87,7 @@ def test_the_doctor_names_its_first_failing_finding():
     doctor["findings"].insert(3, {"check": "names", "node": "node2", "status": "fail", "detail": "cannot resolve node3",
                                   "fix": "run site.yml --tags hosts"})
     model = cluster_page.page(dict(reports, doctor=doctor), {})
-    assert model["stages"][5] == dict(model["stages"][5], status="FAIL", culprit="node2", reason="names: cannot resolve node3")
+    assert model["stages"][6] == dict(model["stages"][6], status="FAIL", culprit="node2", reason="names: cannot resolve node3")
 
 
 def test_no_report_at_all_is_not_a_pass():
@@ -99,7 +99,7 @@ def test_no_report_at_all_is_not_a_pass():
 def test_a_ladder_where_every_rung_was_skipped_is_not_run():
     skipped = [{"label": "one GPU on each node", "passed": None, "verdict": "skipped", "skipped": "skipped: no GPUs", "runs": []}]
     model = cluster_page.page({"verify": skipped}, {})
-    assert model["stages"][3]["status"] == "NOT RUN"
+    assert model["stages"][4]["status"] == "NOT RUN"
     assert model["verdict"] == {"status": "NOT RUN", "stage": "Bring-up ladder", "culprit": None, "reason": "every rung was skipped"}
     assert model["ladder"][0]["reasons"] == ["skipped: no GPUs"]
 
@@ -256,3 +256,21 @@ def test_a_scaling_run_shows_its_table_and_a_slow_job_its_straggler():
     job = cluster_page.jobs({"s2": job_report([part(n) for n in NODES], record, {"run_id": RECORD["run_id"], "slow": {"text": text}})}, {})[0]
     assert (job["verdict"], job["status"]) == ("running, slow: " + text, "WARN") and job["scale_rows"] == []
     assert [e["detail"] for e in job["events"]] == [text, "node4 in place of node2"]
+
+
+def test_the_burn_in_shows_each_gpu_and_names_a_failed_one():
+    # verify.yml --tags burn_in on the GPU machine's H100 (tests/fixtures/gpu/burn/SOURCES.md), then a variant of it.
+    burn = json.loads((FIXTURES / "gpu" / "burn" / "h100x1-verify-burn-in.json").read_text())
+    model = cluster_page.page({"burn_in": burn}, {})
+    assert model["stages"][3]["status"] == "PASS" and model["burn_in"]["rows"] == [
+        ["vm", "GPU0", "NVIDIA H100 80GB HBM3", "00000000:00:06.0", "681.7 (69 %)", "3012.8 (90 %)", "55.3 (88 %)", "55.2 (88 %)",
+         "65ca46eeec16", "PASS"]]
+    assert model["burn_in"]["not_judged"] == ["vm: the only NVIDIA H100 80GB HBM3, not compared with peers"]
+    finding = {"node": "vm", "device": "GPU0", "gpu": 0, "bus": "00000000:00:06.0", "status": "fail", "what": "GEMM below its peers'",
+               "figure": "535.4 TFLOP/s (79 % of the median 681.7 of 8 NVIDIA H100 80GB HBM3)", "threshold": "at least 90 % of the median",
+               "fix": "..."}
+    model = cluster_page.page({"burn_in": dict(burn, passed=False, findings=[finding])}, {})
+    assert model["verdict"] == {"status": "FAIL", "stage": "Burn-in", "culprit": "vm GPU0",
+                                "reason": "GEMM below its peers': 535.4 TFLOP/s (79 % of the median 681.7 of 8 NVIDIA H100 80GB HBM3)"}
+    assert model["burn_in"]["rows"][0][-1] == "FAIL"
+    assert cluster_page.page({"burn_in": dict(burn, passed=None, rows=[])}, {})["stages"][3]["reason"].startswith("no node ran it")

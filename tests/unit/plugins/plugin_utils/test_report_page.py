@@ -228,4 +228,15 @@ def test_a_scaling_runs_table_is_on_the_page(tmp_path):
         {"event": "scale", "run_id": "r1", "world": 2, "nodes": ["node1", "node2"], "steps_per_second": 4.74, "at": T0 + 40}])
     section = jobs_section(report_page.build(str(reports), TEMPLATE, "train")[0])
     assert "<h4>What each size buys (train_action=scale)</h4>" in section
-    assert "<tr><td>2</td><td>node1, node2</td><td>4.74</td><td>2.0x</td><td>100 %</td><td></td></tr>" in section
+    assert "<tr><td>2</td><td>node1, node2</td><td>4.74</td><td>-</td><td>2.0x</td><td>100 %</td><td>not judged</td><td></td></tr>" in section
+
+
+def test_the_burn_in_table_is_on_the_page(tmp_path):
+    # The GPU machine's H100 through verify.yml --tags burn_in, beside molecule's reports.
+    reports = with_curve(tmp_path)
+    shutil.copy(ROOT / "tests" / "fixtures" / "gpu" / "burn" / "h100x1-verify-burn-in.json", reports / "burn-in.json")
+    html, _verdict = report_page.build(str(reports), TEMPLATE, "train")
+    section = html[html.index('<h2 id="burn_in">'):html.index('<h2 id="ladder">')]
+    assert ("<tr><td>vm</td><td>GPU0</td><td>NVIDIA H100 80GB HBM3</td><td>00000000:00:06.0</td><td>681.7 (69 %)</td>"
+            "<td>3012.8 (90 %)</td><td>55.3 (88 %)</td><td>55.2 (88 %)</td><td>65ca46eeec16</td>") in section
+    assert "not judged: vm: the only NVIDIA H100 80GB HBM3, not compared with peers" in section
