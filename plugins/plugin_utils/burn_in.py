@@ -101,6 +101,12 @@ def _bound(row: dict, figure: str) -> tuple | None:
     return (spec[0 if figure == "gemm" else 1], "the %s's specification" % row["name"]) if spec else None
 
 
+def threshold(row: dict, figure: str) -> str | None:
+    """The bound a row's figure is held to, in words ("50 % of 989 (the NVIDIA H200's specification)"), or None."""
+    bound = _bound(row, figure)
+    return "%d %% of %s (%s)" % (round(100 * MIN_SHARE[figure]), bound[0], bound[1]) if bound else None
+
+
 def _against_spec(row: dict, notes: list) -> list:
     found = []
     for figure, _unit, label, unit in FIGURES:
@@ -166,7 +172,8 @@ def _gpu(row: dict) -> str:
 
 
 def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> dict:
-    """{passed, rows, findings, not_judged, text} from every node's run (outputs: {node: registered result})."""
+    """{passed, rows, findings, not_judged, outlier_fraction, text} from every node's run (outputs: {node: registered
+    result})."""
     documents, findings, notes = {}, [], []
     for node, out in sorted(outputs.items()):
         document, why = parse(node, out or {})
@@ -183,7 +190,8 @@ def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> di
     findings += _against_peers([row for row in rows if not row["error"]], float(outlier_fraction), notes)
     findings += _results(rows)
     passed = not findings if rows else None
-    return {"passed": passed, "rows": rows, "findings": findings, "not_judged": notes, "text": text(rows, findings, passed)}
+    return {"passed": passed, "rows": rows, "findings": findings, "not_judged": notes, "outlier_fraction": float(outlier_fraction),
+            "text": text(rows, findings, passed)}
 
 
 def _figure(row: dict, figure: str, label: str, unit: str) -> str:

@@ -21,6 +21,8 @@ STAGES = (
     ("torchrun", "torchrun.json", "torchrun rungs"),
     ("doctor", "doctor.json", "Doctor"),
 )
+# Reports the page shows beside the stages, judged by none of them: (key, report file).
+EXTRAS = (("acceptance", "acceptance.json"),)
 PASS, FAIL, NOT_JUDGED, WARN, MISSING = "PASS", "FAIL", "NOT JUDGED", "WARN", "NOT RUN"
 
 
@@ -258,7 +260,8 @@ def page(reports, made, job_reports=None, job_made=None):
     made: {stage key: when its report was written (text)}; job_reports, job_made: the same of the training jobs (jobs()).
 
     Returns {verdict: {status, stage, culprit, reason}, stages: [{key, title, status, culprit, reason, made}],
-    mesh, ports (matrix_grid), drift (drift_grid), burn_in (burn_in_table), ladder (ladder()), torchrun (its verdicts), doctor (findings),
+    mesh, ports (matrix_grid), drift (drift_grid), burn_in (burn_in_table), acceptance (the record as written, or
+    None), ladder (ladder()), torchrun (its verdicts), doctor (findings),
     jobs (jobs())}.
     The verdict is the first failing stage in bring-up order; else NOT JUDGED when a stage could not be judged; PASS
     only when at least one stage reported and none failed; stages that never ran are listed as NOT RUN. A training job
@@ -286,6 +289,7 @@ def page(reports, made, job_reports=None, job_made=None):
         "ports": matrix_grid(get("ports")) if get("ports") else None,
         "drift": drift_grid(get("drift")) if get("drift") else None,
         "burn_in": burn_in_table(get("burn_in")) if get("burn_in") else None,
+        "acceptance": get("acceptance"),
         "ladder": ladder(get("verify")) if get("verify") else None,
         "torchrun": get("torchrun"),
         "doctor": (get("doctor") or {}).get("findings"),

@@ -26,9 +26,10 @@ def _load(path):
 
 
 def read_reports(reports_dir):
-    """({stage: parsed report or None}, {stage: when written, UTC}, [problems]) for the stages of cluster_page.STAGES."""
+    """({stage: parsed report or None}, {stage: when written, UTC}, [problems]) for the stages of cluster_page.STAGES
+    and the reports of cluster_page.EXTRAS."""
     reports, made, problems = {}, {}, []
-    for key, name, _title in cluster_page.STAGES:
+    for key, name in [(key, name) for key, name, _title in cluster_page.STAGES] + list(cluster_page.EXTRAS):
         reports[key] = None
         try:
             reports[key], made[key] = _load(os.path.join(reports_dir, name))

@@ -31,3 +31,18 @@ def test_the_burn_in_measures_every_node_and_names_the_slow_one():
     assert {f["node"] for f in report["findings"]} == {"node3"}, report["text"]
     assert "GEMM below its peers'" in [f["what"] for f in report["findings"]], report["text"]
     assert "node3: " in run.stdout and "GEMM below its peers'" in run.stdout
+
+
+def test_the_acceptance_record_holds_every_check_of_every_node():
+    """verify.yml -e verify_acceptance=true: the burn-in, the ladder and GPU health (none here) gathered per node into
+    acceptance.json and onto the report page."""
+    run = playbook("verify.yml", "-e", "verify_acceptance=true", "-e", "burn_in_cpu=true", "-e", "burn_in_seconds=3",
+                   "-e", "burn_in_outlier_fraction=0.5", timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:]
+    record = json.loads((INVENTORY.parent / "reports" / "acceptance.json").read_text())
+    assert record["passed"] is True and sorted(record["nodes"]) == CLUSTER, record
+    for name in CLUSTER:
+        checks = [c["check"] for c in record["nodes"][name]["checks"]]
+        assert checks[:3] == ["burn-in: GEMM TFLOP/s", "burn-in: memory GB/s", "burn-in: result"], checks
+        assert any(c.startswith("ladder: CPU all-reduce over MPI, all nodes") for c in checks), checks
+    assert "acceptance " in run.stdout and '<h2 id="acceptance">' in (INVENTORY.parent / "reports" / "index.html").read_text()

@@ -240,3 +240,18 @@ def test_the_burn_in_table_is_on_the_page(tmp_path):
     assert ("<tr><td>vm</td><td>GPU0</td><td>NVIDIA H100 80GB HBM3</td><td>00000000:00:06.0</td><td>681.7 (69 %)</td>"
             "<td>3012.8 (90 %)</td><td>55.3 (88 %)</td><td>55.2 (88 %)</td><td>65ca46eeec16</td>") in section
     assert "not judged: vm: the only NVIDIA H100 80GB HBM3, not compared with peers" in section
+
+
+def test_the_acceptance_record_is_on_the_page(tmp_path):
+    reports = with_curve(tmp_path)
+    record = {"date": "2026-12-05 14:00:00 UTC", "passed": False, "rows": [], "nodes": {
+        "node1": {"passed": True, "checks": [{"check": "GPU health", "device": "GPU0", "figure": "no ECC, row remap, clock or link problem",
+                                              "threshold": "none (docs/gpu-health.md)", "result": "pass"}]},
+        "node3": {"passed": False, "checks": [{"check": "burn-in: GEMM TFLOP/s", "device": "GPU0", "figure": "500.0 (51 %)",
+                                               "threshold": "at least 90 % of the median", "result": "fail"}]}}}
+    (reports / "acceptance.json").write_text(json.dumps(record))
+    html, _verdict = report_page.build(str(reports), TEMPLATE, "train")
+    section = html[html.index('<h2 id="acceptance">'):html.index('<h2 id="ladder">')]
+    assert 'Acceptance record <span class="badge fail">FAIL</span>' in section and "made 2026-12-05 14:00:00 UTC" in section
+    assert ("<tr><td>burn-in: GEMM TFLOP/s</td><td>GPU0</td><td>500.0 (51 %)</td><td>at least 90 % of the median</td>"
+            '<td><span class="badge fail">fail</span></td></tr>') in section

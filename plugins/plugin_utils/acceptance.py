@@ -1,0 +1,93 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The acceptance record (verify.yml -e verify_acceptance=true): one table a node of every check that ran on it, its
+figure, the threshold that applied, pass or fail, and the date; what a renter hands the provider to get a node
+replaced. It judges nothing anew: it gathers the verdicts of GPU health (gpu_facts, plugin_utils/gpu_health.py), the
+burn-in (burn_in_result) and the ladder's runs that the node took part in (verify_result).
+
+Controller side: a pure function, used by the verify role (filter acceptance_record).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in as burn, gpu_health
+
+
+def _check(check: str, device: str | None, figure, threshold: str, passed: bool | None) -> dict:
+    return {"check": check, "device": device, "figure": figure, "threshold": threshold,
+            "result": {True: "pass", False: "fail", None: "not judged"}[passed]}
+
+
+def _health(facts: dict) -> list:
+    out = []
+    for gpu in facts.get("gpus") or []:
+        device = "GPU%s" % gpu.get("index")
+        problems = gpu_health.problems(gpu)
+        for problem in problems:
+            out.append(_check("GPU health: %s" % problem["what"], device, problem["figure"], problem["threshold"],
+                              problem["status"] != "fail"))
+        if not problems:
+            out.append(_check("GPU health", device, "no ECC, row remap, clock or link problem", "none (docs/gpu-health.md)", True))
+    return out
+
+
+def _burn_in(node: str, result: dict) -> list:
+    findings = {}
+    for finding in result.get("findings") or []:
+        findings.setdefault((finding.get("node"), finding.get("gpu")), []).append(finding)
+    fraction = result.get("outlier_fraction")
+    peers = " and within %d %% of its model's median" % round(100 * fraction) if fraction is not None else ""
+    out = []
+    for row in result.get("rows") or []:
+        if row.get("node") != node:
+            continue
+        device = "cpu" if row.get("kind") == "cpu" else "GPU%s" % row.get("index")
+        mine = findings.get((node, row.get("index")), [])
+        for figure, _key, label, unit in burn.FIGURES:
+            if row.get(figure) is None:
+                continue
+            share = (row.get("share") or {}).get(figure)
+            failed = [f for f in mine if f["what"].startswith(label + " ")]
+            threshold = burn.threshold(row, figure)
+            out.append(_check("burn-in: %s %s" % (label, unit), device, "%s%s" % (row[figure], " (%d %%)" % round(100 * share) if share is not None else ""),
+                              (threshold or "its peers' median") + peers if not failed else failed[0]["threshold"], not failed))
+        wrong = [f for f in mine if f["what"].startswith("GEMM result") or f["what"] == "the burn-in failed on it"]
+        out.append(_check("burn-in: result", device, wrong[0]["figure"] if wrong else (row.get("sha256") or "-")[:12],
+                          "the same as its repeat and its peers'", not wrong))
+    for finding in findings.get((node, None), []):
+        out.append(_check("burn-in", None, finding["figure"], finding["threshold"], False))
+    return out
+
+
+# What a run without a busbw threshold is held to.
+_NO_FIGURE = {"network": "every cluster port open between the nodes"}
+
+
+def _ladder(node: str, verdicts: list) -> list:
+    out = []
+    for verdict in verdicts or []:
+        for run in verdict.get("runs") or []:
+            hosts = run.get("hosts") or []
+            if node not in hosts or verdict.get("passed") is None and run.get("passed") is None:
+                continue
+            with_ = "" if hosts == [node] else " (with %s)" % ", ".join(h for h in hosts if h != node)
+            figure = ("busbw %s GB/s" % run["busbw_gbps"] if run.get("busbw_gbps") is not None
+                      else "; ".join(run.get("reasons") or []) or run.get("verdict") or "-")
+            threshold = ("busbw >= %s GB/s" % run["threshold_gbps"] if run.get("threshold_gbps") is not None
+                         else run.get("not_judged") or _NO_FIGURE.get(verdict.get("rung"), "every rank, 0 wrong values"))
+            passed = run.get("passed") if run.get("verdict") != "not judged" else None
+            out.append(_check("ladder: %s%s" % (verdict.get("label"), with_), None, figure, threshold, passed))
+    return out
+
+
+def record(nodes: list, gpu_facts: dict, burn_in: dict | None, ladder: list | None, date: str) -> dict:
+    """{date, passed, nodes: {node: {passed, checks: [{check, device, figure, threshold, result}]}}, rows (the checks as
+    a table: [node, check, device, figure, threshold, result])}: a node passes when no check of it failed (a check not
+    judged is said, and fails nothing)."""
+    out = {}
+    for node in nodes:
+        checks = _health(gpu_facts.get(node) or {}) + _burn_in(node, burn_in or {}) + _ladder(node, ladder or [])
+        out[node] = {"passed": all(c["result"] != "fail" for c in checks), "checks": checks}
+    rows = [[node, c["check"], c["device"] or "-", str(c["figure"]), c["threshold"], c["result"]] for node in nodes for c in out[node]["checks"]]
+    return {"date": date, "passed": all(n["passed"] for n in out.values()), "nodes": out, "rows": rows}
