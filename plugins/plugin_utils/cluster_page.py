@@ -237,7 +237,8 @@ def _job(name, report, made):
             "events": [{"seconds": round(event["at"] - origin, 1) if event.get("at") else None, "event": event.get("event"),
                         "detail": _event_detail(event)} for event in events],
             "progress": _job_progress(points, events, origin), "losses": _job_losses(points),
-            "scale_rows": report.get("scale_rows") or []}
+            "scale_rows": report.get("scale_rows") or [], "scale": report.get("scale") or [],
+            "scale_notes": report.get("scale_notes") or []}
 
 
 def jobs(reports, made):
@@ -250,7 +251,8 @@ def jobs(reports, made):
       diagnosis: {text, culprits: [{rank, node, why}], odd: [who each culprit is]} or None,
       events: [{seconds (since the job's first point, else its first event), event, detail}],
       progress: {nodes: [[node, [[seconds, step]]]], marks: [[seconds, "stall" | "restart N"]]} or None without points,
-      losses: [[step, loss]], scale_rows: train_action=scale's table, as status shows it ([] for another job)}].
+      losses: [[step, loss]], scale_rows: train_action=scale's table, as status shows it, scale: its sizes (jobs.scale_table),
+      scale_notes: what held each size back ([] for another job)}].
     """
     return [_job(name, report, made.get(name)) for name, report in reports.items()]
 

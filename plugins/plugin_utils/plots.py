@@ -150,6 +150,41 @@ def _draw_steps(series, marks):
         return _svg(figure)
 
 
+def _draw_scale(points, unit):
+    from matplotlib import rc_context
+
+    with rc_context(RC):
+        figure = _figure(2.6)
+        axes = figure.subplots()
+        nodes, values = zip(*points)
+        axes.plot(nodes, values, marker="o", markersize=4, color=BUSBW, linewidth=1.6, label="measured")
+        # Ideal: each added node adds the smallest size's throughput per node.
+        per_node = values[0] / nodes[0]
+        axes.plot(nodes, [per_node * n for n in nodes], color=LIMIT, linestyle="--", linewidth=1.2, label="linear from %d node%s"
+                  % (nodes[0], "s" if nodes[0] > 1 else ""))
+        axes.set_xticks(list(nodes))
+        axes.set_xlabel("nodes")
+        axes.set_ylabel(unit)
+        axes.set_ylim(bottom=0)
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="upper left", fontsize=8, frameon=False)
+        return _svg(figure)
+
+
+def scale(cache, rows):
+    """train_action=scale's throughput against the nodes, with the line of linear scaling from the smallest size:
+    samples per second where every measured size has them, else steps per second times the nodes (each node's share of
+    the work per step being the same). rows: jobs.scale_table's. None with fewer than two measured sizes."""
+    measured = [r for r in rows if r.get("steps_per_second")]
+    if len(measured) < 2 or available():
+        return None
+    if all(r.get("samples_per_second") for r in measured):
+        points, unit = [[r["world"], r["samples_per_second"]] for r in measured], "samples/s"
+    else:
+        points, unit = [[r["world"], r["steps_per_second"] * r["world"]] for r in measured], "steps/s x nodes"
+    return cache.get(["scale", points, unit], lambda: _draw_scale(points, unit))
+
+
 def busbw(cache, series, limit_gbps=None):
     """busbw (GB/s) against message size (bytes, log scale) for each run of a rung, and the link's limit when known.
 

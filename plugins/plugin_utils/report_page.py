@@ -57,7 +57,7 @@ def read_job_reports(reports_dir):
 
 def draw(model, cache):
     """The SVG plots of the page: {"rungs": [svg or None per ladder rung], "loss": svg or None (the torchrun rung's),
-    "jobs": [{"steps": svg or None, "loss": svg or None} per job]}."""
+    "jobs": [{"steps": svg or None, "loss": svg or None, "scale": svg or None} per job]}."""
     rungs = []
     for rung in model["ladder"] or []:
         limits = [run["limit_gbps"] for run in rung["runs"] if run["limit_gbps"]]
@@ -65,7 +65,7 @@ def draw(model, cache):
     training = next((v for v in model["torchrun"] or [] if v.get("rung") == "train"), None)
     loss = plots.loss(cache, training.get("losses"), training.get("resumed_at")) if training else None
     jobs = [{"steps": plots.steps(cache, job["progress"]["nodes"], job["progress"]["marks"]) if job["progress"] else None,
-             "loss": plots.loss(cache, job["losses"])} for job in model["jobs"]]
+             "loss": plots.loss(cache, job["losses"]), "scale": plots.scale(cache, job.get("scale") or [])} for job in model["jobs"]]
     return {"rungs": rungs, "loss": loss, "jobs": jobs}
 
 

@@ -229,6 +229,9 @@ def test_a_scaling_runs_table_is_on_the_page(tmp_path):
     section = jobs_section(report_page.build(str(reports), TEMPLATE, "train")[0])
     assert "<h4>What each size buys (train_action=scale)</h4>" in section
     assert "<tr><td>2</td><td>node1, node2</td><td>4.74</td><td>-</td><td>2.0x</td><td>100 %</td><td>not judged</td><td></td></tr>" in section
+    # Throughput against the nodes, with the linear line from one node (steps/s x nodes: no batch known).
+    plot = section[section.index("What each size buys"):]
+    assert "<svg" in plot and "linear from 1 node" in plot and "steps/s x nodes" in plot
 
 
 def test_the_burn_in_table_is_on_the_page(tmp_path):
