@@ -11,6 +11,14 @@ from __future__ import annotations
 
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_json import int_or_none
 
+# The share of a link's limit that a rung's busbw must reach where the user sets no verify_min_fraction, by the link's
+# kind (docs/verify.md's table, with its sources); any other link DEFAULT_FRACTION. NVLink: 2x H200 without NVLS
+# reached 73 % here (docs/verify.md), Azure's node checks ask 90 % of it on 8 GPUs with NVLS (431 GB/s); 60 % passes
+# both and fails a GPU whose links run at half. InfiniBand and RoCE: Google's cluster-health-scanner accepts 250 GB/s
+# across two A3 Ultra nodes (8x 400 Gb/s, 400 GB/s): 62.5 %.
+LINK_FRACTIONS = {"NVLink": 0.6, "InfiniBand": 0.6, "RoCE": 0.6, "InfiniBand+RoCE": 0.6}
+DEFAULT_FRACTION = 0.5
+
 # Per-lane, per-direction PCIe payload bandwidth in GB/s after line coding (8b/10b, 128b/130b, FLIT).
 _PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import posixpath
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.bandwidth import link_limit_gbps
+from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.bandwidth import DEFAULT_FRACTION, LINK_FRACTIONS, link_limit_gbps
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.rung_verdict import busbw_curve, judge_rung
 
 RUNGS = ("network", "gpus", "gpu", "node", "pairs", "all", "cpu")
@@ -234,6 +234,17 @@ def _unjudged_links(run, scope, comm_facts):
     return ["%s's %s" % (host, _interface(comm_facts.get(host))) for host in run["hosts"]]
 
 
+def fraction_for(limit, min_fraction):
+    """(the share of the link's limit a run must reach, why that one): the user's verify_min_fraction where set, else
+    the table's for the link's kind (bandwidth.LINK_FRACTIONS), else DEFAULT_FRACTION."""
+    if min_fraction is not None:
+        return float(min_fraction), "verify_min_fraction"
+    kind = limit.get("kind")
+    if kind in LINK_FRACTIONS:
+        return LINK_FRACTIONS[kind], "the table's for %s" % kind
+    return DEFAULT_FRACTION, "the default, no table entry for %s" % (kind or "this link")
+
+
 def _threshold(run, scope, limit, min_fraction, min_busbw_gbps, comm_facts):
     """-> (threshold GB/s or None, basis, not_judged reason or None) of a run that ran."""
     basis = (limit or {}).get("basis")
@@ -243,7 +254,8 @@ def _threshold(run, scope, limit, min_fraction, min_busbw_gbps, comm_facts):
         # busbw of one rank is 0 by definition: nothing to hold it against, whatever the user set.
         return None, basis, "not judged: one GPU on %s, no link exercised" % run["leader"]
     if limit and limit.get("limit_gbps"):
-        return round(min_fraction * limit["limit_gbps"], 1), basis, None
+        fraction, why = fraction_for(limit, min_fraction)
+        return round(fraction * limit["limit_gbps"], 1), "%s; threshold %d %% of it (%s)" % (basis, round(100 * fraction), why), None
     links = ", ".join(_unjudged_links(run, scope, comm_facts))
     if min_busbw_gbps is not None:
         return float(min_busbw_gbps), "verify_min_busbw_gbps %g GB/s (no link limit known for %s)" % (min_busbw_gbps, links), None

@@ -334,7 +334,7 @@ def test_node_without_nvlink_is_judged_against_pcie_from_real_facts():
     step = ladder.plan(["vm"], {"vm": 2}, SETTINGS)[1]
     run = ladder.judge_step(step, {"vm": node_output()}, {"vm": facts}, {}, 0.5)["runs"][0]
     assert run["verdict"] == "PASS" and run["limit_gbps"] == 63.0 and run["threshold_gbps"] == 31.5
-    assert run["basis"] == "PCIe Gen5 x16: 63.0 GB/s per direction (no NVLink)"
+    assert run["basis"] == "PCIe Gen5 x16: 63.0 GB/s per direction (no NVLink); threshold 50 % of it (verify_min_fraction)"
 
 
 def test_json_output_goes_to_a_private_per_run_file():
@@ -347,3 +347,13 @@ def test_json_output_goes_to_a_private_per_run_file():
     every = steps[-1]["runs"][0]["argv"]
     assert every[every.index("-J") + 1] == "/home/train/.cache/trainops-verify/trainops-verify-20261201T120000-4242-n1.json"
     assert all(run["json_file"] is None and "-J" not in run["argv"] for step in ladder.plan(["n1"], {"n1": 2}, SETTINGS) for run in step["runs"])
+
+
+def test_without_verify_min_fraction_the_links_table_sets_the_threshold():
+    step = ladder.plan(["vm"], {"vm": 2}, SETTINGS)[1]
+    run = ladder.judge_step(step, {"vm": node_output()}, {"vm": h200_facts()}, {"vm": {}}, None)["runs"][0]
+    # NVLink 478.1 GB/s: 60 %, the table's, and the verdict says so; the recorded 2x H200 (348.5 GB/s, 73 %) passes.
+    assert run["threshold_gbps"] == 286.9 and run["verdict"] == "PASS", run
+    assert run["basis"].endswith("; threshold 60 % of it (the table's for NVLink)"), run["basis"]
+    assert ladder.fraction_for({"kind": "Ethernet"}, None) == (0.5, "the default, no table entry for Ethernet")
+    assert ladder.fraction_for({"kind": "InfiniBand"}, None)[0] == 0.6 and ladder.fraction_for({"kind": "NVLink"}, 0.8) == (0.8, "verify_min_fraction")
