@@ -39,24 +39,32 @@ def _burn_in(node: str, result: dict) -> list:
     fraction = result.get("outlier_fraction")
     peers = " and within %d %% of its model's median" % round(100 * fraction) if fraction is not None else ""
     out = []
-    for row in result.get("rows") or []:
-        if row.get("node") != node:
-            continue
-        device = "cpu" if row.get("kind") == "cpu" else "GPU%s" % row.get("index")
+    rows = [row for row in result.get("rows") or [] if row.get("node") == node]
+    for row in rows:
+        device = burn.device_name(row)
         mine = findings.get((node, row.get("index")), [])
+        compared = (row.get("peers") or 0) > 1
         for figure, _key, label, unit in burn.FIGURES:
             if row.get(figure) is None:
                 continue
             share = (row.get("share") or {}).get(figure)
-            failed = [f for f in mine if f["what"].startswith(label + " ")]
-            threshold = burn.threshold(row, figure)
-            out.append(_check("burn-in: %s %s" % (label, unit), device, "%s%s" % (row[figure], " (%d %%)" % round(100 * share) if share is not None else ""),
-                              (threshold or "its peers' median") + peers if not failed else failed[0]["threshold"], not failed))
+            failed = [f for f in mine if f["what"] in ("%s below its bound" % label, "%s below its peers'" % label)]
+            bound = burn.threshold(row, figure)
+            if failed:
+                threshold, passed = failed[0]["threshold"], False
+            elif bound or compared:
+                threshold, passed = (bound or "its peers' median") + (peers if compared else " (no peers of its model)"), True
+            else:
+                threshold, passed = "no specification for its model and no peers", None
+            figure_text = "%s%s" % (row[figure], " (%d %%)" % round(100 * share) if share is not None else "")
+            out.append(_check("burn-in: %s %s" % (label, unit), device, figure_text, threshold, passed))
         wrong = [f for f in mine if f["what"].startswith("GEMM result") or f["what"] == "the burn-in failed on it"]
         out.append(_check("burn-in: result", device, wrong[0]["figure"] if wrong else (row.get("sha256") or "-")[:12],
                           "the same as its repeat and its peers'", not wrong))
     for finding in findings.get((node, None), []):
-        out.append(_check("burn-in", None, finding["figure"], finding["threshold"], False))
+        out.append(_check("burn-in: %s" % finding["what"], None, finding["figure"], finding["threshold"], False))
+    if not rows and not findings.get((node, None)):
+        out.append(_check("burn-in", None, "did not run on this node", "a burn-in (burn_in_cpu for nodes without GPUs)", None))
     return out
 
 
@@ -83,11 +91,15 @@ def _ladder(node: str, verdicts: list) -> list:
 
 def record(nodes: list, gpu_facts: dict, burn_in: dict | None, ladder: list | None, date: str) -> dict:
     """{date, passed, nodes: {node: {passed, checks: [{check, device, figure, threshold, result}]}}, rows (the checks as
-    a table: [node, check, device, figure, threshold, result])}: a node passes when no check of it failed (a check not
-    judged is said, and fails nothing)."""
+    a table: [node, check, device, figure, threshold, result])}: a node passes when no check of it failed and one
+    passed (a check not judged is said, and fails nothing; a node with nothing judged is null, and so is the record)."""
     out = {}
     for node in nodes:
         checks = _health(gpu_facts.get(node) or {}) + _burn_in(node, burn_in or {}) + _ladder(node, ladder or [])
-        out[node] = {"passed": all(c["result"] != "fail" for c in checks), "checks": checks}
+        results = {c["result"] for c in checks}
+        # Nothing judged on a node is no pass.
+        out[node] = {"passed": False if "fail" in results else True if "pass" in results else None, "checks": checks}
     rows = [[node, c["check"], c["device"] or "-", str(c["figure"]), c["threshold"], c["result"]] for node in nodes for c in out[node]["checks"]]
-    return {"date": date, "passed": all(n["passed"] for n in out.values()), "nodes": out, "rows": rows}
+    verdicts = [n["passed"] for n in out.values()]
+    passed = False if False in verdicts else None if None in verdicts or not verdicts else True
+    return {"date": date, "passed": passed, "nodes": out, "rows": rows}

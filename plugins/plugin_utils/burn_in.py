@@ -14,10 +14,13 @@ import json
 import statistics
 from collections import Counter
 
+from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import bandwidth
+
 # (a part of nvidia-smi's product name, bf16 dense tensor TFLOP/s, memory GB/s), the first that the name holds applies:
 # the more specific names first (the H100's PCIe and NVL boards are slower than the SXM's "H100 80GB HBM3"). NVIDIA's
 # datasheets, dense (without sparsity) figures.
 SPECS = (
+    ("GH200", 989.0, 4000.0),
     ("H200 NVL", 835.0, 4800.0),
     ("H200", 989.0, 4800.0),
     ("H100 NVL", 835.0, 3900.0),
@@ -27,10 +30,9 @@ SPECS = (
     ("A100 80GB PCIe", 312.0, 1935.0),
     ("A100", 312.0, 1555.0),
     ("L40S", 362.0, 864.0),
+    ("L40", 181.0, 864.0),
     ("L4", 121.0, 300.0),
 )
-# A PCIe link's bytes per second each way, per lane (GB/s) by generation: x16 Gen4 31.5, Gen5 63.0.
-PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 # The share of the specification a figure must reach. The burn-in on the GPU machine's H200 (at its power cap) read
 # GEMM 68 % of the dense figure, device copy 89 %, pinned copies 88 % of PCIe Gen5 x16; torch loops on an H100 SXM 69 %:
 # the bounds leave room for a part at its power cap, and catch one at half speed.
@@ -52,9 +54,8 @@ def spec_of(name: str | None) -> tuple | None:
 def pcie_gbps(pcie: dict | None) -> tuple | None:
     """(GB/s each way, "Gen5 x16") of a GPU's PCIe link at its maximum (gpu_facts' pcie), or None where unknown."""
     gen, width = (pcie or {}).get("max_gen"), (pcie or {}).get("max_width")
-    if gen not in PCIE_LANE_GBPS or not width:
-        return None
-    return round(PCIE_LANE_GBPS[gen] * width, 1), "PCIe Gen%d x%d" % (gen, width)
+    gbps = bandwidth.pcie_gbps(gen, width)
+    return (gbps, "PCIe Gen%s x%s" % (gen, width)) if gbps else None
 
 
 def parse(node: str, out: dict) -> tuple:
@@ -73,8 +74,23 @@ def parse(node: str, out: dict) -> tuple:
 
 
 def _finding(row: dict, what: str, figure, threshold: str, fix: str) -> dict:
-    return {"node": row["node"], "device": _gpu(row), "gpu": row["index"], "bus": row["bus"], "status": "fail", "what": what,
+    return {"node": row["node"], "device": device_name(row), "gpu": row["index"], "bus": row["bus"], "status": "fail", "what": what,
             "figure": figure, "threshold": threshold, "fix": fix}
+
+
+def _unseen(documents: dict, gpu_facts: dict) -> list:
+    """A node whose torch saw fewer GPUs than gpu_facts (nvidia-smi) did, or none (the image started without the GPUs,
+    a driver and CUDA that do not match): its burn-in measured the rest, or the CPU."""
+    found = []
+    for node, document in sorted(documents.items()):
+        expected = (gpu_facts.get(node) or {}).get("gpu_count") or 0
+        seen = len(document["devices"]) if document.get("kind") == "cuda" else 0
+        if seen < expected:
+            found.append({"node": node, "device": None, "gpu": None, "bus": None, "status": "fail", "what": "GPUs unseen by torch",
+                          "figure": "%d of %d GPUs (torch %s, CUDA %s)" % (seen, expected, document.get("torch"), document.get("cuda")),
+                          "threshold": "every GPU nvidia-smi lists",
+                          "fix": "Check that the image runs with the GPUs (training_image's GPU options) and that its CUDA suits the driver"})
+    return found
 
 
 def _rows(documents: dict, gpu_facts: dict) -> list:
@@ -115,7 +131,7 @@ def _against_spec(row: dict, notes: list) -> list:
             continue
         if bound is None:
             notes.append("%s %s: %s not judged against a specification (%s)" % (
-                row["node"], _gpu(row), label, "no PCIe link read" if figure in ("h2d", "d2h") else "a model not in the table"))
+                row["node"], device_name(row), label, "no PCIe link read" if figure in ("h2d", "d2h") else "a model not in the table"))
             continue
         row.setdefault("share", {})[figure] = round(value / bound[0], 3)
         if value < MIN_SHARE[figure] * bound[0]:
@@ -130,6 +146,8 @@ def _against_peers(rows: list, fraction: float, notes: list) -> list:
     found = []
     for name in sorted({row["name"] for row in rows}):
         peers = [row for row in rows if row["name"] == name]
+        for row in peers:
+            row["peers"] = len(peers)  # the GPUs its figures were compared with, itself included
         if len(peers) < 2:
             notes.append("%s: the only %s, not compared with peers" % (peers[0]["node"], name))
             continue
@@ -153,8 +171,10 @@ def _results(rows: list) -> list:
         if row["sha256"] and row["repeat_sha256"] and row["sha256"] != row["repeat_sha256"]:
             found.append(_finding(row, "GEMM result changed when repeated", "sha256 %s then %s" % (row["sha256"][:12], row["repeat_sha256"][:12]),
                                   "the same result every time", _WRONG))
-    for name in sorted({row["name"] for row in rows}):
-        peers = [row for row in rows if row["name"] == name and row["sha256"]]
+    # CPUs: a float32 product's bits depend on the BLAS's kernel for the CPU and its thread count, which nodes need not
+    # share: only each one's repeat is compared.
+    for name in sorted({row["name"] for row in rows if row["kind"] == "cuda"}):
+        peers = [row for row in rows if row["name"] == name and row["sha256"] and row["kind"] == "cuda"]
         counts = Counter(row["sha256"] for row in peers).most_common()
         if len(counts) < 2:
             continue
@@ -167,8 +187,9 @@ def _results(rows: list) -> list:
     return found
 
 
-def _gpu(row: dict) -> str:
-    return "cpu" if row["kind"] == "cpu" else "GPU%s" % row["index"]
+def device_name(row: dict) -> str:
+    """A row's device as the report names it: "GPU3", or "cpu" for a node burned without GPUs."""
+    return "cpu" if row.get("kind") == "cpu" else "GPU%s" % row.get("index")
 
 
 def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> dict:
@@ -183,13 +204,15 @@ def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> di
             findings.append({"node": node, "device": None, "gpu": None, "bus": None, "status": "fail", "what": "no result", "figure": why,
                              "threshold": "a result", "fix": "Read the node's burn-in log; run it again"})
     rows = _rows(documents, gpu_facts)
+    findings += _unseen(documents, gpu_facts)
     for row in rows:
         if row["error"]:
             findings.append(_finding(row, "the burn-in failed on it", row["error"], "no error", _WRONG))
         findings += _against_spec(row, notes)
     findings += _against_peers([row for row in rows if not row["error"]], float(outlier_fraction), notes)
     findings += _results(rows)
-    passed = not findings if rows else None
+    # No row and no finding: no node ran it (no GPUs, burn_in_cpu off). A node without a result is a failure.
+    passed = False if findings else True if rows else None
     return {"passed": passed, "rows": rows, "findings": findings, "not_judged": notes, "outlier_fraction": float(outlier_fraction),
             "text": text(rows, findings, passed)}
 
@@ -205,7 +228,7 @@ def text(rows: list, findings: list, passed: bool | None) -> str:
     for row in rows:
         figures = ", ".join(_figure(row, f, label, unit) for f, _u, label, unit in FIGURES if row[f] is not None)
         name = "" if row["kind"] == "cpu" else " " + row["name"]
-        lines.append("  %s %s%s: %s" % (row["node"], _gpu(row), name, row["error"] or figures))
+        lines.append("  %s %s%s: %s" % (row["node"], device_name(row), name, row["error"] or figures))
     for finding in findings:
         lines.append("  FAIL %s%s: %s: %s (threshold: %s). %s" % (
             finding["node"], " " + finding["device"] if finding["device"] else "", finding["what"], finding["figure"],

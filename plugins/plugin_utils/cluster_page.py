@@ -8,6 +8,7 @@ Pure data: no drawing and no HTML here (plugin_utils/plots.py draws, roles/repor
 
 from __future__ import annotations
 
+from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in
 from ansible_collections.trainops.cluster.plugins.plugin_utils.drift_compare import describe_row, format_value
 from ansible_collections.trainops.cluster.plugins.plugin_utils.jobs import verdict_scale
 
@@ -91,7 +92,7 @@ def burn_in_table(report):
         share = row.get("share") or {}
         cells = ["-" if row.get(k) is None else "%s%s" % (row[k], " (%d %%)" % round(100 * share[k]) if k in share else "")
                  for k in ("gemm", "memory", "h2d", "d2h")]
-        device = "cpu" if row.get("kind") == "cpu" else "GPU%s" % row.get("index")
+        device = burn_in.device_name(row)
         verdict = FAIL if (row.get("node"), row.get("index")) in failed else PASS
         rows.append([row.get("node"), device, row.get("name"), row.get("bus") or "-"] + cells + [(row.get("sha256") or "-")[:12], verdict])
     return {"rows": rows, "findings": report.get("findings") or [], "not_judged": report.get("not_judged") or []}

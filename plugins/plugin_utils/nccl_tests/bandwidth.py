@@ -23,6 +23,12 @@ DEFAULT_FRACTION = 0.5
 _PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
+def pcie_gbps(gen, width):
+    """A PCIe link's bytes per second each way (GB/s) at generation `gen` and `width` lanes, or None where unknown."""
+    gen, width = int_or_none(gen), int_or_none(width)
+    return round(_PCIE_GBPS_PER_LANE[gen] * width, 1) if gen in _PCIE_GBPS_PER_LANE and width else None
+
+
 def link_limit_gbps(gpu_facts, comm_facts, scope):
     """Bandwidth a rung's busbw is measured against, in GB/s per direction like nccl-tests busbw.
 
@@ -55,11 +61,10 @@ def _node_limit(gpu_facts):
         detail = ' (%d links x %g GB/s)' % (links, speed) if links and speed else ''
         return {'limit_gbps': round(total, 1), 'basis': 'NVLink %.1f GB/s per GPU per direction%s' % (total, detail), 'kind': 'NVLink'}
     pcie = gpu_facts.get('pcie') or {}
-    gen, width = int_or_none(pcie.get('gen')), int_or_none(pcie.get('width'))
-    if gen in _PCIE_GBPS_PER_LANE and width:
-        total = _PCIE_GBPS_PER_LANE[gen] * width
-        return {'limit_gbps': round(total, 1), 'basis': 'PCIe Gen%d x%d: %.1f GB/s per direction (no NVLink)' % (gen, width, total),
-                'kind': 'PCIe'}
+    total = pcie_gbps(pcie.get('gen'), pcie.get('width'))
+    if total:
+        return {'limit_gbps': total, 'basis': 'PCIe Gen%d x%d: %.1f GB/s per direction (no NVLink)' % (
+            int(pcie['gen']), int(pcie['width']), total), 'kind': 'PCIe'}
     return {'limit_gbps': None, 'basis': 'no NVLink or PCIe link facts for this node', 'kind': None}
 
 

@@ -297,7 +297,8 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
     """Verdict of one ladder step from its runs' allreduce_run results.
 
     outputs: {leader: allreduce_run result, or None when the run could not start there}; gpu_facts and comm_facts:
-    {host: facts}; min_fraction: busbw at the largest size must reach this fraction of the link limit; cleanup:
+    {host: facts}; min_fraction: busbw at the largest size must reach this fraction of the link limit (None: the
+    table's for the link's kind, fraction_for); cleanup:
     {host: the end_run module's result} for the nodes of a timed-out run that were cleaned up;
     min_busbw_gbps: the threshold of a run whose link limit is unknown (None: such a run is not judged).
     Returns {rung, label, wave, passed, verdict, skipped, runs: [{leader, hosts, ranks, passed, verdict, not_judged,

@@ -267,3 +267,14 @@ def test_a_slow_link_is_named_by_the_sends_its_node_holds():
     assert perf.bottleneck(dict(waiting, node2=dict(waiting["node2"], queued_kb=200.0)), 105.0, 0)["node"] is None
     level = {n: dict(places({"collective": 5}), queued_kb=900.0 + i) for i, n in enumerate(("node1", "node2", "node3"))}
     assert perf.bottleneck(level, 105.0, 0)["node"] is None
+
+
+def test_judged_needs_every_nodes_stacks_and_no_node_waited_for():
+    # Every node's stacks read and nothing found: judged, so "healthy" may be said (train_action=scale's sizes).
+    calm = {n: places({"compute": 2, "other": 3}) for n in ("node1", "node2")}
+    assert perf.judged(calm, 105.0, 0) and perf.bottleneck(calm, 105.0, 0) is None
+    # Busy shares alone (no py-spy): a straggler can be named, but no other class: not judged.
+    assert not perf.judged({n: window([0.3]) for n in ("node1", "node2")}, 105.0, 0)
+    # A node's window missing, or some nodes' ranks waiting in the all-reduce for another's: not judged.
+    assert not perf.judged(dict(calm, node2=None), 105.0, 0)
+    assert not perf.judged(dict(calm, node1=places({"collective": 5})), 105.0, 0)

@@ -305,13 +305,14 @@ def shares(perfs: dict, now: float, attempt: int) -> dict | None:
 
 
 def judged(perfs: dict, now: float, attempt: int) -> bool:
-    """Whether bottleneck judges now: every node of the attempt has a current window (not its first), and where the
-    ranks' stacks are read, each node's window holds enough looks (shares)."""
-    current = _current(perfs, now, attempt)
-    if not perfs or len(current) < len(perfs):
+    """Whether bottleneck's None means that nothing held the job back: every node of the attempt has a current window
+    (not its first) holding enough stack looks (without stacks only the busy shares, which on GPUs say nothing, are
+    read), and no node's ranks wait in collectives for another's (bottleneck leaves that to the stall's diagnosis)."""
+    places = shares(perfs, now, attempt)
+    if not perfs or places is None or len(places) < len(perfs):
         return False
-    stacked = any(rank.get("places") for ranks in current.values() for rank in ranks)
-    return not stacked or shares(perfs, now, attempt) is not None
+    waiting = _bound("collective", places, len(perfs))
+    return not (waiting and waiting["node"] is not None)
 
 
 def _bound(kind: str, places: dict, nodes: int, said: str = "") -> dict | None:
@@ -341,8 +342,8 @@ def _slow_link(queued: dict) -> dict | None:
     if queued[node] < QUEUED_KB or queued[node] < QUEUED_RATIO * others:
         return None
     text = ("; %s's ranks' sends queue up (%d KiB waiting on average, the other nodes' %d KiB): its link out is slower than "
-            "its peers'; check its training interface (its speed: ethtool; a rate limit: tc qdisc show; its switch port)"
-            % (node, round(queued[node]), round(others)))
+            "its peers' (or its next peer's link in); check its training interface (its speed: ethtool; a rate limit: tc "
+            "qdisc show; its switch port)" % (node, round(queued[node]), round(others)))
     return {"node": node, "queued": queued, "text": text}
 
 

@@ -193,15 +193,14 @@ class Supervisor:
         watch, plan = self.watch, self.job.conf["scale"]
         found, slow = dict(watch["measured"]), watch.get("slow")
         unsampled = not watch.get("sampled") and now - (watch.get("restarted_at") or watch["since"]) >= 1.5 * perf.WINDOW
-        if not (watch.get("judged") or "error" in found or unsampled) and now - found["at"] < BOUND_WAIT:
+        if not (watch.get("judged") or slow or "error" in found or unsampled) and now - found["at"] < BOUND_WAIT:
             return
         del watch["measured"], found["at"]
         # Samples per second where each rank's samples per step are known (the controller multiplies).
         found.update(ranks=watch.get("ranks"), samples_per_rank=plan.get("samples_per_rank"))
-        found["bound"] = None  # not judged
-        if watch.get("judged"):
-            healthy = {"kind": "healthy", "node": None, "text": "nothing held it back"}
-            found["bound"] = {k: slow[k] for k in ("kind", "node", "text")} if slow else healthy
+        # What held it back where that was named; healthy only where every node's stacks were judged; else not judged.
+        healthy = {"kind": "healthy", "node": None, "text": "nothing held it back"} if watch.get("judged") else None
+        found["bound"] = {k: slow[k] for k in ("kind", "node", "text")} if slow else healthy
         watch.setdefault("scale", []).append(found)
         self.event(event="scale", **found)
         size = len(watch["nodes"])

@@ -52,10 +52,27 @@ def test_every_check_of_each_node_is_recorded_with_its_threshold_and_result():
 
 def test_a_node_without_a_burn_in_or_a_gpu_has_the_ladder_alone():
     record = acceptance.record(["node1"], {"node1": {"gpu_count": 0, "gpus": []}}, {}, LADDER, "now")
-    assert record["passed"] is True and [c["check"] for c in record["nodes"]["node1"]["checks"]] == [
-        "ladder: ports between nodes (with node2, node3)", "ladder: CPU all-reduce over MPI, all nodes (with node2, node3)"]
+    assert record["passed"] is True and [(c["check"], c["result"]) for c in record["nodes"]["node1"]["checks"]] == [
+        ("burn-in", "not judged"), ("ladder: ports between nodes (with node2, node3)", "pass"),
+        ("ladder: CPU all-reduce over MPI, all nodes (with node2, node3)", "pass")]
+    # Nothing judged on a node (no GPU, no burn-in, no ladder): not a pass.
+    empty = acceptance.record(["node1"], {}, {}, [], "now")
+    assert empty["passed"] is None and empty["nodes"]["node1"]["passed"] is None
     # An unhealthy GPU (a pending row remap, gpu_health's fail) fails its node.
     sick = copy.deepcopy(FACTS)
     sick["gpus"][0]["health"]["remapped_rows"]["pending"] = True
     record = acceptance.record(["node1"], {"node1": sick}, {}, [], "now")
     assert record["passed"] is False and record["nodes"]["node1"]["checks"][0]["check"] == "GPU health: a row remap is pending"
+
+
+def test_a_figure_with_no_bound_and_no_peers_is_not_judged_and_a_wrong_result_fails_the_result_alone():
+    document = json.loads(BURN)
+    document["devices"][0]["name"] = "Tesla T4"  # not in the table, and alone
+    burned = burn_in.verdict({"node1": {"rc": 0, "stdout": json.dumps(document)}}, {}, 0.1)
+    checks = {c["check"]: c for c in acceptance.record(["node1"], {}, burned, [], "now")["nodes"]["node1"]["checks"]}
+    assert checks["burn-in: GEMM TFLOP/s"]["result"] == "not judged" and checks["burn-in: host->GPU GB/s"]["result"] == "not judged"
+    document = json.loads(BURN)
+    document["devices"][0]["gemm"]["repeat_sha256"] = "1" * 64
+    burned = burn_in.verdict({"node1": {"rc": 0, "stdout": json.dumps(document)}}, {}, 0.1)
+    checks = {c["check"]: c for c in acceptance.record(["node1"], {}, burned, [], "now")["nodes"]["node1"]["checks"]}
+    assert (checks["burn-in: result"]["result"], checks["burn-in: GEMM TFLOP/s"]["result"]) == ("fail", "pass")

@@ -133,3 +133,20 @@ def test_two_recorded_runs_on_the_same_gpu_agree():
     outputs = {name: {"rc": 0, "stdout": (BURN / name).read_text()} for name in ("h200x1-burn.json", "h200x1-burn-repeat.json")}
     found = burn_in.verdict(outputs, {}, 0.01)
     assert found["passed"] is True and len({row["sha256"] for row in found["rows"]}) == 1, found["text"]
+
+
+def test_gpus_that_torch_does_not_see_are_named_and_a_node_without_a_result_fails_alone():
+    # nvidia-smi lists 8 GPUs, the image's torch saw 2 (or ran on the CPU: no GPU options on the container).
+    found = burn_in.verdict({"node1": node(same, same)}, {"node1": dict(FACTS, gpu_count=8)}, 0.1)
+    assert found["passed"] is False and found["findings"][0]["what"] == "GPUs unseen by torch", found["text"]
+    assert found["findings"][0]["figure"] == "2 of 8 GPUs (torch 2.11.0+cu130, CUDA 13.0)"
+    cpu = json.loads((BURN / "cpu-burn.json").read_text())
+    assert burn_in.verdict({"node1": {"rc": 0, "stdout": json.dumps(cpu)}}, {"node1": {"gpu_count": 1}}, 0.1)["passed"] is False
+    # One node, no result: a failure, not "not judged".
+    alone = burn_in.verdict({"node1": {"rc": 124, "stdout": "", "stderr": "killed\n"}}, {}, 0.1)
+    assert alone["passed"] is False and alone["text"].startswith("burn-in: FAIL")
+    # CPUs' products are compared with their own repeat only: their BLAS differs by CPU.
+    other = dict(cpu, devices=[dict(cpu["devices"][0], gemm=dict(cpu["devices"][0]["gemm"], sha256="b" * 64, repeat_sha256="b" * 64))])
+    outputs = {"node1": {"rc": 0, "stdout": json.dumps(cpu)}, "node2": {"rc": 0, "stdout": json.dumps(other)}}
+    assert burn_in.verdict(outputs, {}, 0.1)["passed"] is True
+    assert burn_in.spec_of("NVIDIA L40") == (181.0, 864.0) and burn_in.spec_of("NVIDIA GH200 480GB") == (989.0, 4000.0)
