@@ -106,18 +106,22 @@ def socket_inodes(pid: int, proc: str = "/proc") -> set:
     return inodes
 
 
-def send_queue(pid: int, inodes: set, proc: str = "/proc") -> int | None:
-    """Bytes in the send queues (written, not yet acknowledged by the peer) of the TCP sockets among `inodes`, from
-    /proc/PID/net/tcp and tcp6 (pid's network namespace); None where neither table could be read."""
-    total, tables = 0, 0
-    for table in ("tcp", "tcp6"):
+def send_queue(pid: int, inodes: set, proc: str = "/proc", tables: tuple = ("tcp", "tcp6")) -> tuple:
+    """(bytes in the send queues (written, not yet acknowledged by the peer) of the TCP sockets among `inodes`, or None
+    where no table could be read; the tables that held one of them), from /proc/PID/net/tcp and tcp6 (pid's network
+    namespace). Reading a table walks the kernel's whole TCP hash (3.5 ms each on this project's VM, whatever its few
+    rows): the caller reads again only the tables that held the ranks' sockets."""
+    total, read_any, held = 0, False, []
+    for table in tables:
         text = read("%s/%d/net/%s" % (proc, pid, table))
-        tables += text is not None
+        read_any = read_any or text is not None
         for line in (text or "").splitlines()[1:]:
             fields = line.split()
             if len(fields) > 9 and fields[9] in inodes:
                 total += int(fields[4].partition(":")[0], 16)
-    return total if tables else None
+                if table not in held:
+                    held.append(table)
+    return (total if read_any else None), tuple(held)
 
 
 def _in(files: list, parts: tuple) -> bool:
@@ -149,6 +153,7 @@ class Sampler:
         self.known = {}  # pid: its global rank, or None for a process that is no rank of the run
         self.interface = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
         self.first = True  # the attempt's first window: its start (imports, the rendezvous, a checkpoint's load) in it
+        self.tables = ()  # the /proc/net tables that held the ranks' TCP sockets (send_queue)
         self.reset()
 
     def reset(self) -> None:
@@ -196,7 +201,10 @@ class Sampler:
             if looks:
                 inodes |= socket_inodes(pid, self.proc)
             ours = ours or pid
-        queued = send_queue(ours, inodes, self.proc) if ours and looks else None
+        queued = None
+        if ours and looks:
+            queued, held = send_queue(ours, inodes, self.proc, self.tables or ("tcp", "tcp6"))
+            self.tables = self.tables or held  # once found, only the tables (IPv4, IPv6) that hold the ranks' sockets
         if queued is not None:
             self.queued = (self.queued[0] + queued, self.queued[1] + 1)
         counted = net_bytes(ours, self.interface, self.proc) if ours and self.interface else None
