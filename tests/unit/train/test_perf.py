@@ -104,6 +104,8 @@ def test_where_a_ranks_main_thread_is_from_its_recorded_stack():
     # for NCCL reads as compute (the limit docs/training.md names).
     assert perf.place(stack_of("h200", "gpu1"), "R") == "compute"
     assert perf.place(None, "S") == "other" and perf.place([], "R") == "compute"
+    # A rank stopped (SIGSTOP) inside DDP's backward waits in no collective: the others wait for it.
+    assert perf.place(stack_of("", "node1"), "T") == "stopped" and perf.place(stack_of("", "node1"), "S") == "collective"
 
 
 def places(counts: dict, busy: float = 0.3, at: float = 100.0) -> dict:
@@ -148,6 +150,8 @@ def test_the_bottleneck_is_the_straggler_first_then_the_class_the_stacks_show():
     # the network.
     stopped = dict(waiting, node2=places({"other": 5}, 0.0), node3=waiting["node1"])
     assert perf.bottleneck(stopped, 105.0, 0) is None
+    caught = dict(waiting, node2=places({"stopped": 5}, 0.0), node3=waiting["node1"])
+    assert perf.bottleneck(caught, 105.0, 0) is None and not perf.judged(caught, 105.0, 0)
     found = perf.bottleneck(waiting, 105.0, 0)
     assert found["kind"] == "communication-bound" and found["text"].endswith(
         "; the training interface carries node1 12.3 MB/s out, 11.9 in (eth1), node2 12.3 MB/s out, 11.9 in (eth1)"), found

@@ -129,8 +129,13 @@ def _in(files: list, parts: tuple) -> bool:
 
 
 def place(stack: list | None, state: str) -> str:
-    """Where a rank's main thread is (compute, collective, input, checkpoint or other), from py-spy's dump and its state
-    at that moment."""
+    """Where a rank's main thread is (compute, collective, input, checkpoint, other, or stopped: state T), from py-spy's
+    dump and its state at that moment."""
+    if state in ("T", "t"):
+        # Stopped by a signal or a debugger (py-spy's dump does not stop it): wherever its stack is, it waits for nothing
+        # and the others wait for it (the stall's diagnosis names it). Molecule train's stopped rank, caught in DDP's
+        # backward, read as a collective and made the job communication-bound.
+        return "stopped"
     frames = frames_of(stack)
     files = [frame.get("filename") or "" for frame in frames]
     if _in(files, _CHECKPOINT_FILES) or any(_CHECKPOINT_NAMES.search(frame.get("name") or "") for frame in frames):
