@@ -33,6 +33,10 @@ def llamafactory_resume(config, resume, command):
     return llamafactory.resume_argument(dict(config), dict(resume), str(command))
 
 
+def llamafactory_batch(config):
+    return llamafactory.samples_per_rank(dict(config or {}))
+
+
 def llamafactory_paths(config):
     return llamafactory.node_paths(dict(config))
 
@@ -62,6 +66,6 @@ def llamafactory_space(config, mounts, model_files, assessment):
 class FilterModule:
     def filters(self):
         return {"train_preflight": train_preflight, "train_status": train_status, "llamafactory_paths": llamafactory_paths,
-                "llamafactory_resume": llamafactory_resume,
+                "llamafactory_batch": llamafactory_batch, "llamafactory_resume": llamafactory_resume,
                 "llamafactory_findings": llamafactory_findings, "train_checkpoints": train_checkpoints,
                 "llamafactory_space": llamafactory_space}

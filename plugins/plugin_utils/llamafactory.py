@@ -29,6 +29,13 @@ def _under(path, directory):
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+def samples_per_rank(config: dict) -> int | None:
+    """The samples each rank takes per optimizer step: per_device_train_batch_size x gradient_accumulation_steps (1 by
+    default, as the Trainer's); None without a batch."""
+    batch = config.get("per_device_train_batch_size")
+    return int(batch) * int(config.get("gradient_accumulation_steps") or 1) if batch else None
+
+
 def node_paths(config):
     """The absolute paths of the config that every node must find (a hub id such as Qwen/Qwen2-0.5B is not one)."""
     return [str(config[key]) for key in PATH_KEYS if isinstance(config.get(key), str) and config[key].startswith("/")]

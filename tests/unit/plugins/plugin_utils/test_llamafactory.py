@@ -111,3 +111,8 @@ def test_a_start_resumes_from_the_newest_complete_checkpoint_unless_told_otherwi
     assert llamafactory.resume_argument({}, dict(resume, latest=None), "llamafactory-cli train x.yaml") == ""
     assert llamafactory.resume_argument({}, resume, "llamafactory-cli train x.yaml resume_from_checkpoint=/a") == ""
     assert llamafactory.resume_argument({"resume_from_checkpoint": "/a"}, resume, "llamafactory-cli train x.yaml") == ""
+
+
+def test_samples_per_rank_are_the_batch_times_the_accumulation():
+    assert llamafactory.samples_per_rank({"per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}) == 16
+    assert llamafactory.samples_per_rank({"per_device_train_batch_size": 4}) == 4 and llamafactory.samples_per_rank({}) is None
