@@ -199,3 +199,20 @@ def test_gpu_memory_is_free_once_no_gpu_lists_a_process_of_the_run(tmp_path, mon
     assert not runner.gpu_free("run-other", seconds=0.2, sleep=lambda s: None)
     listed.write_text("%d\n" % os.getpid())
     assert runner.gpu_free("run-gpu", seconds=0.2, sleep=lambda s: None)
+
+
+def test_a_sampler_that_fails_stops_sampling_not_the_job(cluster):
+    """Watching how the job runs never ends it: the sampler's error ends the sampling of that attempt, said in the log."""
+    from trainops_job import runner
+
+    class Broken:
+        def sample(self):
+            raise ValueError("a /proc row it could not read")
+
+    [node] = cluster("exec sleep 60")
+    part = runner.Runner(records.Job(node.conf))
+    part.sampler = Broken()
+    part._sample(0)  # pylint: disable=protected-access
+    assert part.sampler is None
+    assert node.file("log").read_text().splitlines()[-1] == (
+        "trainops-job: perf sampling stopped on node1: ValueError: a /proc row it could not read")

@@ -43,10 +43,23 @@ def _sweep(job: records.Job) -> int:
     return _printed(swept, 1 if swept["left"] else 0)
 
 
+def _run(job: records.Job) -> int:
+    """The runner; should it fail, the traceback's last line in the node's log too, where status shows it (the runner's
+    own output goes to the journal, or Slurm's output file on the node)."""
+    try:
+        return runner.Runner(job).run()
+    except Exception as exc:
+        try:
+            job.write_text(job.node_path("log"), "trainops-job: the runner on %s failed: %s: %s\n" % (job.node, type(exc).__name__, exc), "a")
+        except OSError:
+            pass  # the traceback still goes to the runner's own output
+        raise
+
+
 # Each action: what it does with the job (and its one argument, where it takes one), and its exit status.
 _ACTIONS = {
     "prepare": lambda job: lifecycle.prepare(job) or 0,
-    "run": lambda job: runner.Runner(job).run(),
+    "run": _run,
     "start": lifecycle.start,
     "stopping": lambda job: lifecycle.stopping(job) or 0,
     "stop": lambda job: _printed(lifecycle.stop(job)),

@@ -196,6 +196,14 @@ class Runner:
                                                                 attempt=attempt))
         except OSError:
             pass  # a window not written (shared storage away a moment): the next one is
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # Watching how the job runs must never end it: the sampling stops for this attempt, saying why in the log.
+            self.sampler = None
+            note = "trainops-job: perf sampling stopped on %s: %s: %s\n" % (self.job.node, type(exc).__name__, exc)
+            try:
+                self.job.write_text(self.job.node_path("log"), note, "a")
+            except OSError:
+                print(note, end="", file=sys.stderr)
 
     def _request(self, handled: int | None) -> dict | None:
         """The supervisor's latest request (stop or restart) for this start, if not handled yet."""
@@ -227,7 +235,8 @@ class Runner:
                 self.end()
                 return None, peer, answered
             self.stop.wait(1.0)
-            self._sample(attempt)
+            if self.sampler:
+                self._sample(attempt)
         # A peer's ranks ended by the supervisor's request may end this node's before this node reads it.
         return (None if self.stop.asked else self._request(handled)), None, answered
 
