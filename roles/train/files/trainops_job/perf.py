@@ -26,6 +26,7 @@ import re
 import statistics
 import time
 
+from ._gpu_load import Window as GpuWindow
 from .processes import read
 from .verdict import BACKWARD_FILES, COLLECTIVE_FILES, DDP_FILE, frames_of
 
@@ -56,6 +57,14 @@ MIN_LOOKS = 4
 # node whose link out is slow holds its bytes (molecule train: 3-4 MiB behind a 40 Mbit/s tbf, the others' near 0).
 QUEUED_KB = 256
 QUEUED_RATIO = 4
+# A GPU straggler: a busy GPU (utilization at least GPU_BUSY %) whose SM clock is GPU_CLOCK_GAP below the median of the
+# job's other busy GPUs, or whose clocks the hardware holds back (HW_HELD) in at least half the looks: every
+# data-parallel step waits for the slowest GPU. A power cap holds every GPU of a busy job alike (the H200 burn-in ran at
+# 1425-1500 of 1980 MHz, "SW Power Cap"), so the clocks are compared with the peers', not with their maximum.
+GPU_BUSY = 50
+GPU_CLOCK_GAP = 0.15
+HW_HELD = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake_slowdown": "HW power brake"}
+_REASON_TEXT = dict(HW_HELD, sw_thermal_slowdown="SW thermal slowdown", sw_power_cap="SW power cap")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -150,10 +159,10 @@ def place(stack: list | None, state: str) -> str:
 class Sampler:
     """This node's ranks of one run: their busy shares and CPU use over each window, and where their stacks were."""
 
-    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock=time.time, stack=None):
+    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock=time.time, stack=None, gpus=None):
         """stack: pid -> (py-spy's JSON dump of the process, or None, and why not), as diagnosis.stack_of; None where the
-        node has no py-spy."""
-        self.proc, self.clock, self.stack, self.stacked = proc, clock, stack, 0.0
+        node has no py-spy. gpus: () -> every GPU's load now (_gpu_load.Reader), or None where the node has no GPU."""
+        self.proc, self.clock, self.stack, self.stacked, self.gpus = proc, clock, stack, 0.0, gpus
         self.marker, self.node = ("TRAINOPS_RUN_ID=%s" % run_id).encode(), ("TRAINOPS_NODE=%s" % node).encode()
         self.known = {}  # pid: its global rank, or None for a process that is no rank of the run
         self.interface = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
@@ -165,6 +174,7 @@ class Sampler:
         self.since, self.samples, self.busy, self.cpu, self.places, self.unread = self.clock(), {}, {}, {}, {}, None
         self.net = None  # (rx bytes, tx bytes, time) of the interface at the window's first look, then at its last
         self.queued = (0, 0)  # bytes in the ranks' TCP send queues, summed over the looks; the looks
+        self.gpu_window = GpuWindow()  # the node's GPUs at each look while its ranks run
 
     def due(self) -> bool:
         """Whether the window is over (and held a sample)."""
@@ -212,6 +222,9 @@ class Sampler:
             self.tables = self.tables or held  # once found, only the tables (IPv4, IPv6) that hold the ranks' sockets
         if queued is not None:
             self.queued = (self.queued[0] + queued, self.queued[1] + 1)
+        loads = self.gpus() if ours and looks and self.gpus else None
+        if loads:
+            self.gpu_window.add(loads)
         counted = net_bytes(ours, self.interface, self.proc) if ours and self.interface else None
         if counted:
             now = self.clock()
@@ -231,8 +244,8 @@ class Sampler:
         place, where read)}}, first (the attempt's first window), stacks_unread (why a look at a stack failed in the
         window, where one did), net ({interface, rx_mbps, tx_mbps}: MB/s on the training interface, in the ranks'
         network namespace: the node's, or the image's with host networking), queued_kb (KiB waiting in the ranks' TCP send
-        queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends)}; a new window
-        begins."""
+        queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends), gpus (each GPU's
+        utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window)}; a new window begins."""
         now = self.clock()
         ranks = {}
         for rank, count in sorted(self.samples.items()):
@@ -248,6 +261,9 @@ class Sampler:
                           "tx_mbps": round((self.net[4] - self.net[1]) / seconds / 1e6, 3)}
         if self.queued[1]:
             out["queued_kb"] = round(self.queued[0] / self.queued[1] / 1024.0, 1)
+        gpus = self.gpu_window.figures()
+        if gpus:
+            out["gpus"] = gpus
         self.first = False
         if self.unread:
             out["stacks_unread"] = self.unread
@@ -283,6 +299,47 @@ def straggler(perfs: dict, now: float, attempt: int) -> dict | None:
         node, round(100 * shares[node]), round(100 * others), "; it computes %s longer per step" % longer if longer else "")
     return {"node": node, "busy": round(shares[node], 3), "others": round(others, 3), "ratio": round(ratio, 2) if ratio else None,
             "text": text}
+
+
+def _held(gpu: dict) -> list:
+    """The reasons holding a GPU's clocks back in at least half the looks, as nvidia-smi -q names them."""
+    return [_REASON_TEXT[r] for r, share in sorted((gpu.get("reasons") or {}).items()) if r in _REASON_TEXT and share >= 0.5]
+
+
+def gpu_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
+    """The GPUs the others wait for, from every node's last window of this attempt: {node (of the slowest), gpus
+    ([node, index, MHz]), others (the other busy GPUs' median MHz), text}, or None."""
+    busy = [(node, gpu) for node in _current(perfs, now, attempt) for gpu in perfs[node].get("gpus") or []
+            if (gpu.get("util") or 0) >= GPU_BUSY and gpu.get("sm_mhz")]
+    slow = []
+    for at, (node, gpu) in enumerate(busy):
+        others = [peer["sm_mhz"] for i, (dummy, peer) in enumerate(busy) if i != at]
+        held = any(HW_HELD.get(r) and share >= 0.5 for r, share in (gpu.get("reasons") or {}).items())
+        if held or (others and gpu["sm_mhz"] < (1 - GPU_CLOCK_GAP) * statistics.median(others)):
+            slow.append((node, gpu))
+    if not slow:
+        return None
+    node, slowest = min(slow, key=lambda found: found[1]["sm_mhz"])
+    rest = [g["sm_mhz"] for n, g in busy if (n, g) not in slow]
+    others = round(statistics.median(rest)) if rest else None
+    named = ", ".join("%s's GPU %d at %d MHz%s%s" % (
+        n, g["index"], round(g["sm_mhz"]), " of %d" % g["sm_max_mhz"] if g.get("sm_max_mhz") else "",
+        " (%s)" % ", ".join(_held(g)) if _held(g) else "") for n, g in slow)
+    text = ("straggler: %s; %s; every data-parallel step waits for the slowest GPU: check its cooling and power "
+            "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); a GPU that stays slow: ask the provider to replace it" % (
+                named, "the job's other busy GPUs at %d MHz (median of %d)" % (others, len(rest)) if rest else "its clocks held back"))
+    return {"node": node, "gpus": [[n, g["index"], g["sm_mhz"]] for n, g in slow], "others": others, "text": text,
+            "sm_mhz": slowest["sm_mhz"]}
+
+
+def _gpus_busy(perfs: dict, nodes: list) -> str:
+    """"; GPUs busy 23-31 %": the utilization of the nodes' GPUs, where their windows hold it (under 30 %: the GPUs
+    wait for their data or the network, the field guides' first sign)."""
+    utils = [gpu["util"] for node in nodes for gpu in perfs[node].get("gpus") or [] if gpu.get("util") is not None]
+    if not utils:
+        return ""
+    low, high = round(min(utils)), round(max(utils))
+    return "; GPUs busy %s %%" % ("%d-%d" % (low, high) if low != high else low)
 
 
 _BOUND_TEXT = {
@@ -368,7 +425,8 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     nothing could be judged (where stacks are read: not before every node's window holds them, perf.shares). First
     checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would
     read as a straggler. Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in
-    the data loader or a checkpoint, said too), then one node's checkpoints or input, then communication, where every
+    the data loader or a checkpoint, said too), or a GPU slower than its peers (gpu_straggler: a GPU rank's busy share
+    says nothing), then one node's checkpoints or input, then communication, where every
     node's ranks wait in collectives (some nodes' waiting alone is a wait for the others), with the node whose link is
     slow where one holds its sends (perf._slow_link) and what the training interface carries."""
     places = shares(perfs, now, attempt)
@@ -378,7 +436,7 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     found = [f for f in (_bound("checkpoint", places, len(perfs)), _bound("input", places, len(perfs))) if f]
     every = [f for f in found if f["node"] is None]
     if every:
-        return every[0]
+        return dict(every[0], text=every[0]["text"] + _gpus_busy(perfs, list(_current(perfs, now, attempt))))
     lag = straggler(perfs, now, attempt)
     if lag:
         where = places.get(lag["node"]) or {}
@@ -386,9 +444,12 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
         if where.get(place, 0.0) >= BOUND[place]:
             lag["text"] += "; %d %% of its ranks' time is in %s" % (round(100 * where[place]), _IN_PLACE[place])
         return dict(lag, kind="straggler")
-    if found:
-        return found[0]
     current = _current(perfs, now, attempt)
+    slow_gpu = gpu_straggler(perfs, now, attempt)
+    if slow_gpu:
+        return dict(slow_gpu, kind="straggler")
+    if found:
+        return dict(found[0], text=found[0]["text"] + _gpus_busy(perfs, list(current)))
     link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
     found = _bound("collective", places, len(perfs), link.get("text", ""))
     if not found or found["node"] is not None:
@@ -403,4 +464,5 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
         found["text"] += "; the training interface carries %s" % ", ".join(
             "%s %.1f MB/s out, %.1f in (%s)" % (n, net["tx_mbps"], net["rx_mbps"], net["interface"]) for n, net in sorted(nets.items()))
         found["net"] = nets
+    found["text"] += _gpus_busy(perfs, list(current))
     return found

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from . import _checkpoints, diagnosis, health, perf, processes, records
+from . import _checkpoints, diagnosis, gpu_reader, health, perf, processes, records
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -149,7 +149,9 @@ class Runner:
         self.job.mark("attempt", str(attempt))
         tool = diagnosis.py_spy()
         stack = (lambda pid: diagnosis.stack_of(pid, tool, perf.STACK_TIMEOUT)) if tool else None
-        self.nodes, self.sampler = nodes, perf.Sampler(self.job.run_id, self.job.node, stack=stack)
+        smi = shutil.which("nvidia-smi")
+        self.nodes, self.sampler = nodes, perf.Sampler(self.job.run_id, self.job.node, stack=stack,
+                                                       gpus=gpu_reader.Reader(smi) if smi else None)
         conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt, nodes))
         if conf.get("scale"):
             self.job.makedirs(checkpoint_dir(self.job, nodes))
