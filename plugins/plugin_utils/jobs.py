@@ -7,6 +7,7 @@ report (the node program, roles/train/files/trainops_job, says how its part stan
 from __future__ import annotations
 
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
+from ansible_collections.trainops.cluster.plugins.plugin_utils import nccl_use
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
 # train_action=scale's verdict, every size measured (or not all of them).
@@ -196,7 +197,9 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     verdict), starts ([{attempt, nodes, why}]: the start and every
     restart on the cluster, each with its nodes), slow (what holds the job back, perf.bottleneck, or None), scale,
     scale_rows and scale_notes (train_action=scale's sizes: scale_table, as status shows them, and what held each
-    back), records ({name: kind} of the job's records, its folder's files that collect copies), dir (the job's folder)}.
+    back), records ({name: kind} of the job's records, its folder's files that collect copies), dir (the job's folder),
+    findings (what is wrong with how it runs though it runs: NCCL over sockets despite RDMA, nccl_use); a node's nccl:
+    what its ranks' NCCL used (nccl_use.said)}.
     """
     # The job's record and its supervisor's view, as the first node tells them (or any node, where it is gone).
     head = next((r for r in (reports.get(n) for n in nodes) if r and r.get("job")), None) or {}
@@ -225,7 +228,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         per_node[node] = dict(seen, state=state, running=bool(report.get("running")), standby=standby, active=bool(report.get("running")) or
                               state.startswith("queued"), failed=bool(report.get("failed")), restarting=bool(report.get("restarting")),
                               rc=report.get("rc"), stopped_by=report.get("stopped_by"), ended=report.get("ended"), log=report.get("log_path"),
-                              not_restarted=report.get("not_restarted"),
+                              not_restarted=report.get("not_restarted"), nccl=nccl_use.said((report.get("progress") or {}).get("nccl")),
                               points=(report.get("progress") or {}).get("points") or [])
         rows.append([node, state] + ["-" if seen[key] is None else str(seen[key]) + unit for key, unit in
                                      (("step", ""), ("logged_seconds_ago", " s ago"), ("steps_per_minute", ""))]
@@ -241,7 +244,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     found, scaled = starts(record, events), scale_table(events)
     judged = {node: seen for node, seen in per_node.items() if not seen["standby"]}
     verdict = _verdict(record, judged, first, supervisor, events, unsupervised)
-    return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first,
+    ours = {n: r for n, r in reports.items() if r and r.get("run_id") == run_id}
+    return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first, "findings": nccl_use.findings(ours),
             "stall_seconds": supervisor.get("stall_seconds"), "slow": supervisor.get("slow"), "note": note, "events": events,
             "diagnosis": diagnosis,
             "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled), "scale_notes": scale_notes(scaled),

@@ -6,7 +6,8 @@
 Open MPI 4.1 ``mpirun --tag-output`` / ``--timestamp-output`` tags and Slurm ``srun --label`` labels: text in,
 [(rank, stream, line)] out, which every parser of the all-reduce ladder reads its lines through.
 
-Node side: shipped to the nodes inside the modules that import it (allreduce_run, torchrun_run).
+Node side: shipped to the nodes inside the modules that import it (allreduce_run, torchrun_run), and with the job
+runner (roles/train/files/trainops_job links this file).
 """
 
 from __future__ import annotations

@@ -6,14 +6,15 @@
 Version, hosts, the transports that carried data (per host), networks, socket and IB interfaces, the net plugin,
 WARN lines and the ranks of the largest communicator, following NCCL 2.28 (src/debug.cc and the transports).
 
-Node side: shipped to the nodes inside the modules that import it (allreduce_run, torchrun_run).
+Node side: shipped to the nodes inside the modules that import it (allreduce_run, torchrun_run), and with the job
+runner (roles/train/files/trainops_job links this file).
 """
 
 from __future__ import annotations
 
 import re
 
-from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.mpi_output import _lines
+from .mpi_output import _lines
 
 # "host:pid:tid [cudaDev] NCCL INFO msg" and "host:pid:tid [cudaDev] file.cc:123 NCCL WARN msg"; NCCL puts a
 # "[date time] " stamp in front of WARN lines by default.

@@ -216,3 +216,27 @@ def test_a_sampler_that_fails_stops_sampling_not_the_job(cluster):
     assert part.sampler is None
     assert node.file("log").read_text().splitlines()[-1] == (
         "trainops-job: perf sampling stopped on node1: ValueError: a /proc row it could not read")
+
+
+def test_what_the_ranks_nccl_said_reaches_the_progress_record(cluster):
+    """The ranks' NCCL_DEBUG=INFO lines (the H200 machine's log made a 2-node run: tests/fixtures/nccl_tests), summed up
+    by tee into the progress record that the node's report carries; with them the node's active RDMA ports (none here)."""
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "nccl_tests" / "socket_with_ib_debug.txt"
+    [node] = cluster("sed -n 's/^\\[1,[01]\\]<stdout>://p' %s; echo \"NCCL_DEBUG=$NCCL_DEBUG\"; echo 'step 1 loss 0.5'; exec sleep 30" % log,
+                     nccl_debug="INFO")
+    assert node.run("start").returncode == 0
+    nccl = wait_for(lambda: (node.report()["progress"] or {}).get("nccl"), 20, "NCCL's summary")
+    assert nccl["networks"] == ["Socket"] and nccl["ib_no_device"] is True and "NET/Socket" in nccl["transports"], nccl
+    report = node.report()
+    assert report["progress"]["step"] == 1 and report["rdma_ports"] == [] and "NCCL_DEBUG=INFO" in report["log"]
+
+
+def test_the_report_lists_the_nodes_active_rdma_ports(tmp_path):
+    from trainops_job import report
+    for device, state in (("mlx5_0", "4: ACTIVE"), ("mlx5_1", "1: DOWN")):
+        port = tmp_path / "class" / "infiniband" / device / "ports" / "1"
+        port.mkdir(parents=True)
+        for name, text in (("state", state), ("phys_state", "5: LinkUp"), ("rate", "400 Gb/sec (4X NDR)"), ("link_layer", "InfiniBand")):
+            (port / name).write_text(text + "\n")
+    assert report.rdma_ports(str(tmp_path)) == [{"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "rate_gbps": 400.0}]
+    assert report.rdma_ports(str(tmp_path / "none")) == []

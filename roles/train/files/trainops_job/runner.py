@@ -47,7 +47,10 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
     """What the command gets on top of its node's launch environment (trainops-run and trainops-env add that)."""
     conf, node = job.conf, job.node
     recorder = "%s/%s/%s-rank" % (job.dir, records.FLIGHT_RECORDER, node)
-    return {
+    # NCCL's choice of network and transports, logged as each communicator is set up (train_nccl_debug): the node's
+    # log carries it, tee sums it up for status.
+    nccl = {"NCCL_DEBUG": conf["nccl_debug"]} if conf.get("nccl_debug") else {}
+    return dict(nccl, **{
         "TRAINOPS_RUN_ID": job.run_id, "TRAINOPS_NODE": node, "TRAINOPS_JOB": job.name, "TRAINOPS_ATTEMPT": str(attempt),
         "TRAINOPS_CHECKPOINT_DIR": checkpoint_dir(job, nodes),
         # LLaMA-Factory reads RDZV_ID and MAX_RESTARTS (the c10d elastic launch); without FORCE_TORCHRUN it runs a node
@@ -65,7 +68,7 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
         "TORCH_FR_BUFFER_SIZE": str(conf["flight_recorder_entries"]), "TORCH_NCCL_TRACE_BUFFER_SIZE": str(conf["flight_recorder_entries"]),
         "TORCH_FR_DUMP_TEMP_FILE": recorder, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": recorder,
         "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/tmp/trainops-%s-%s-rank" % (job.run_id, node),
-    }
+    })
 
 
 def command(job: records.Job, nodes: list) -> str:

@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The job's output, as the training user: every byte to the node's log as it comes (tqdm's carriage returns
-included), and each new training step it names (_progress) to the node's progress record, at most once a second."""
+included), and each new training step it names (_progress) to the node's progress record, at most once a second,
+with what NCCL said it found and used (its NCCL_DEBUG=INFO lines: the network, the transports between nodes)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,22 @@ import sys
 import time
 
 from . import records
+from ._nccl_debug import parse_nccl_debug
 from ._progress import Progress
 
 _LINE_ENDS = re.compile(r"[\r\n]")
+# NCCL's lines kept for its summary: a communicator's set-up logs tens a rank; a job that logs NCCL's every call
+# (NCCL_DEBUG_SUBSYS=ALL) is not kept whole.
+NCCL_LINES = 4000
+_NCCL_KEYS = ("nccl_version", "networks", "transports", "socket_interfaces", "ib_devices", "ib_no_device", "nnodes")
+
+
+def nccl_summary(lines: list) -> dict:
+    """What this node's ranks' NCCL found and used (_nccl_debug.parse_nccl_debug): {nccl_version, networks, transports
+    (those that carried data: NET/IB, NET/Socket, P2P/..., SHM), socket_interfaces, ib_devices, ib_no_device, nnodes,
+    net_plugin (the name of the one loaded, or None), warnings (the last three NCCL WARN lines)}."""
+    parsed = parse_nccl_debug("\n".join(lines))
+    return dict({key: parsed[key] for key in _NCCL_KEYS}, net_plugin=parsed["net_plugin"]["name"], warnings=parsed["warnings"][-3:])
 
 
 def tee(job: records.Job, source: int, log=sys.stderr, clock=time.time, attempt: int = 0) -> int:
@@ -25,7 +39,7 @@ def tee(job: records.Job, source: int, log=sys.stderr, clock=time.time, attempt:
     progress = Progress(job.node, job.run_id, job.conf.get("progress_pattern"), clock=clock,
                         record=job.of_this_run(path))  # a restart of this start: its steps so far stay
     progress.record.update(attempt=attempt, attempt_at=round(clock(), 3))
-    pending, written, partial = False, 0.0, ""
+    pending, written, partial, nccl, said = False, 0.0, "", [], 0
     with open(job.node_path("log"), "ab", buffering=0) as out:
         while True:
             ready = select.select([source], [], [], 1.0)[0]
@@ -36,9 +50,14 @@ def tee(job: records.Job, source: int, log=sys.stderr, clock=time.time, attempt:
                 partial = segments.pop()[-4096:]
                 for segment in segments:
                     pending = progress.segment(segment) or pending
+                    if "NCCL " in segment and len(nccl) < NCCL_LINES:
+                        nccl.append(segment)
+                        pending = True
                 # A bar is repainted behind a carriage return, its line ended only by the next repaint.
                 pending = (partial and progress.peek(partial)) or pending
             if pending and (chunk == b"" or time.monotonic() - written >= 1.0):
+                if len(nccl) > said:
+                    progress.record["nccl"], said = nccl_summary(nccl), len(nccl)
                 try:
                     records.write_json(path, progress.record)
                     pending, written = False, time.monotonic()

@@ -1,0 +1,1 @@
+../../../../plugins/module_utils/nccl_tests/nccl_debug.py

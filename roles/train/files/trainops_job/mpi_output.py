@@ -1,0 +1,1 @@
+../../../../plugins/module_utils/nccl_tests/mpi_output.py
