@@ -24,9 +24,9 @@ def _json(text):
         return None  # not one JSON object (an older program's output, say): read as no report
 
 
-def train_status(nodes, reports, addresses, queue=None, unreachable=None):
+def train_status(nodes, reports, addresses, queue=None, unreachable=None, ladder=None):
     return jobs.status(list(nodes), {node: _json(text) for node, text in dict(reports).items()}, dict(addresses),
-                       dict(queue) if queue else None, list(unreachable or []))
+                       dict(queue) if queue else None, list(unreachable or []), _json(ladder) if isinstance(ladder, str) else ladder)
 
 
 def llamafactory_resume(config, resume, command):

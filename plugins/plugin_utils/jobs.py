@@ -7,7 +7,7 @@ report (the node program, roles/train/files/trainops_job, says how its part stan
 from __future__ import annotations
 
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
-from ansible_collections.trainops.cluster.plugins.plugin_utils import nccl_use
+from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, nccl_use
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
 # train_action=scale's verdict, every size measured (or not all of them).
@@ -184,13 +184,25 @@ def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events
     return "stopped"
 
 
-def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = None, unreachable: list | None = None) -> dict:
+def _held_to_ladder(slow: dict, ladder: list | None, reports: dict) -> dict:
+    """The slow verdict, a communication-bound one ending with the job's bytes against the ladder's busbw on the nodes
+    it runs on now (job_bandwidth; a restart on fewer nodes has no run to compare with). Not where a node's NCCL went
+    over InfiniBand: RDMA's bytes pass no interface counter."""
+    if any("NET/IB" in (((r.get("progress") or {}).get("nccl") or {}).get("transports") or []) for r in reports.values()):
+        return slow
+    rung = job_bandwidth.ladder_rung(ladder, list(slow.get("net") or {}))
+    return dict(slow, text=slow["text"] + job_bandwidth.against_ladder(slow, rung))
+
+
+def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = None, unreachable: list | None = None,
+           ladder: list | None = None) -> dict:
     """One row per node and the job's verdict, from every node's report (trainops-job report: the node says how its
     part stands; the first node's also carries the job record and the supervisor's view).
 
     reports: {node: its report, or None where it gave none}; addresses: {node: cluster_ip}; queue: the Slurm batch job's
     state ({SlurmState, SlurmReason}) where Slurm runs the job, else None; unreachable: the nodes the controller could
-    not reach. Returns {rows: [[node, state, step, logged, steps/min, last line]], nodes: {node: {state, running,
+    not reach; ladder: the ladder's steps (verify.json), whose busbw on the job's nodes a communication-bound verdict is held
+    against (job_bandwidth). Returns {rows: [[node, state, step, logged, steps/min, last line]], nodes: {node: {state, running,
     standby (a spare no restart brought in: shown, not judged), active (running or queued), failed, rc, stopped_by, ended,
     not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed,
     stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
@@ -205,7 +217,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     head = next((r for r in (reports.get(n) for n in nodes) if r and r.get("job")), None) or {}
     record = head.get("job")
     run_id = (record or {}).get("run_id")
-    supervisor = head.get("supervisor") or {}
+    supervisor = dict(head.get("supervisor") or {})
     events = [e for e in (record or {}).get("events") or [] if e.get("run_id") == run_id]
     # Nodes a restart went on without (they did not answer): gone, or back with no part of this start.
     left = {e["node"]: e.get("why") for e in events if e.get("event") == "left out"}
@@ -243,8 +255,10 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
             unsupervised = "%s, where the supervisor runs, gave no report" % nodes[0]
     found, scaled = starts(record, events), scale_table(events)
     judged = {node: seen for node, seen in per_node.items() if not seen["standby"]}
-    verdict = _verdict(record, judged, first, supervisor, events, unsupervised)
     ours = {n: r for n, r in reports.items() if r and r.get("run_id") == run_id}
+    if supervisor.get("slow"):
+        supervisor["slow"] = _held_to_ladder(supervisor["slow"], ladder, ours)
+    verdict = _verdict(record, judged, first, supervisor, events, unsupervised)
     return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first, "findings": nccl_use.findings(ours),
             "stall_seconds": supervisor.get("stall_seconds"), "slow": supervisor.get("slow"), "note": note, "events": events,
             "diagnosis": diagnosis,

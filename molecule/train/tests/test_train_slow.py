@@ -109,6 +109,10 @@ def test_a_node_whose_training_link_is_slowed_is_named(node, assert_nothing_left
         train("-e", "train_job=link", "-e", "train_action=status")
         report = json.loads((INVENTORY.parent / "reports" / "train-link.json").read_text())
         assert report["verdict"].startswith("running, slow: communication-bound: every node's ranks wait in collectives"), report
+        # Held against the ladder's CPU rung on these nodes (verify.json of the converge: about 0.1 GB/s busbw): the job's
+        # 5 MB/s is far below it.
+        assert "; against the ladder (CPU all-reduce over MPI, all nodes: " in report["verdict"], report["verdict"]
+        assert "the network is slower now than when it was verified" in report["verdict"], report["verdict"]
     finally:
         node("node2").run("tc qdisc del dev %s root" % interface)
         train("-e", "train_job=link", "-e", "train_action=stop")

@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What a communication-bound job sends against what the ladder measured on the same nodes (verify.json): a job far
+below the ladder's busbw has a network slower now than when it was verified; one near it has reached the network's
+limit. In a ring all-reduce each rank sends about busbw bytes a second while the collective runs (nccl-tests' busbw is
+that per-rank figure: algbw x 2(n-1)/n), so a node's bytes out on the training interface compare with it directly."""
+
+from __future__ import annotations
+
+# Below this share of the ladder's busbw the job's network is called slower than verified.
+SLOWER = 0.5
+
+
+def ladder_rung(steps: list | None, nodes: list) -> dict | None:
+    """The ladder's run across exactly these nodes, with its busbw at the largest size: {label, busbw_gbps}, NCCL's
+    all-node rung where it ran, else the CPU rung (MPI, for a Gloo job); None where neither did."""
+    for rung in ("all", "cpu"):
+        step = next((s for s in steps or [] if isinstance(s, dict) and s.get("rung") == rung), None) or {}
+        for run in step.get("runs") or []:
+            if sorted(run.get("hosts") or []) == sorted(nodes) and run.get("busbw_gbps"):
+                return {"label": step.get("label") or rung, "busbw_gbps": float(run["busbw_gbps"])}
+    return None
+
+
+def against_ladder(slow: dict | None, rung: dict | None) -> str:
+    """The words a communication-bound verdict ends with: the most any node sends (MB/s, the runners' windows) against
+    the ladder's busbw; "" where either is missing."""
+    nets = (slow or {}).get("net") or {}
+    if (slow or {}).get("kind") != "communication-bound" or not nets or not rung:
+        return ""
+    sent = max(net["tx_mbps"] for net in nets.values())
+    share = sent / (rung["busbw_gbps"] * 1000.0)
+    meaning = ("the network is slower now than when it was verified (a rate limit, a neighbour's traffic, a link "
+               "renegotiated): verify.yml measures it again" if share < SLOWER else
+               "the job uses the network as fast as the ladder did: the network is the limit (send less per step: gradient "
+               "accumulation; or a faster network)")
+    return "; against the ladder (%s: %.3g GB/s busbw on these nodes) the job sends at most %.1f MB/s a node, %d %%: %s" % (
+        rung["label"], rung["busbw_gbps"], sent, round(100 * share), meaning)

@@ -1,0 +1,63 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A communication-bound job against the ladder's busbw on the same nodes (plugin_utils/job_bandwidth.py), from molecule
+train's records: the slowed-link job's slow event (tests/fixtures/reports/train/slow-link-event.json: node2's interface
+held to 40 Mbit/s, every node sending 4.6-4.9 MB/s) and the ladder's report of that cluster (verify.json there: the CPU
+rung over MPI, 0.109 GB/s busbw)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, jobs
+
+TRAIN = Path(__file__).resolve().parents[3] / "fixtures" / "reports" / "train"
+SLOW = json.loads((TRAIN / "slow-link-event.json").read_text())
+LADDER = json.loads((TRAIN / "verify.json").read_text())
+NODES = ["node1", "node2", "node3"]
+
+
+def test_a_link_slowed_below_the_ladders_busbw_is_called_slower_than_verified():
+    rung = job_bandwidth.ladder_rung(LADDER, NODES)
+    assert rung == {"label": "CPU all-reduce over MPI, all nodes", "busbw_gbps": 0.109}
+    assert job_bandwidth.against_ladder(SLOW, rung) == (
+        "; against the ladder (CPU all-reduce over MPI, all nodes: 0.109 GB/s busbw on these nodes) the job sends at most "
+        "4.9 MB/s a node, 4 %: the network is slower now than when it was verified (a rate limit, a neighbour's traffic, "
+        "a link renegotiated): verify.yml measures it again")
+
+
+def test_a_job_near_the_ladders_busbw_has_reached_the_networks_limit():
+    fast = dict(SLOW, net={n: dict(net, tx_mbps=80.0) for n, net in SLOW["net"].items()})
+    assert job_bandwidth.against_ladder(fast, job_bandwidth.ladder_rung(LADDER, NODES)).endswith(
+        "80.0 MB/s a node, 73 %: the job uses the network as fast as the ladder did: the network is the limit (send less "
+        "per step: gradient accumulation; or a faster network)")
+
+
+def test_nothing_is_said_without_a_ladder_run_on_these_nodes_or_another_class():
+    assert job_bandwidth.ladder_rung(LADDER, NODES[:2]) is None and job_bandwidth.ladder_rung(None, NODES) is None
+    # NCCL's all-node rung comes first where it ran.
+    nccl = [{"rung": "all", "label": "all nodes", "runs": [{"hosts": NODES, "busbw_gbps": 42.0}]}] + LADDER
+    assert job_bandwidth.ladder_rung(nccl, NODES)["busbw_gbps"] == 42.0
+    assert job_bandwidth.against_ladder(SLOW, None) == ""
+    assert job_bandwidth.against_ladder(dict(SLOW, kind="input-bound"), job_bandwidth.ladder_rung(LADDER, NODES)) == ""
+
+
+def test_status_ends_the_slow_verdict_with_it():
+    reports = {n: {"node": n, "run_id": SLOW["run_id"], "now": 100.0, "running": True, "state": "running", "log": [], "progress": None}
+               for n in NODES}
+    reports["node1"].update(job={"run_id": SLOW["run_id"], "events": [SLOW]}, supervisor={"slow": SLOW})
+    status = jobs.status(NODES, reports, {n: n for n in NODES}, ladder=LADDER)
+    assert status["verdict"].startswith("running, slow: communication-bound: every node's ranks wait")
+    assert status["verdict"].endswith("4 %: the network is slower now than when it was verified (a rate limit, a neighbour's "
+                                      "traffic, a link renegotiated): verify.yml measures it again"), status["verdict"]
+    assert jobs.status(NODES, reports, {n: n for n in NODES})["verdict"].endswith("(eth1)")
+
+
+def test_no_comparison_where_nccl_went_over_infiniband():
+    # RDMA's bytes pass no interface counter: the socket traffic alone would read as a network far slower than verified.
+    reports = {n: {"node": n, "run_id": SLOW["run_id"], "now": 100.0, "running": True, "state": "running", "log": [],
+                   "progress": {"step": 3, "points": [], "nccl": {"transports": ["NET/IB", "P2P/CUMEM"]}}} for n in NODES}
+    reports["node1"].update(job={"run_id": SLOW["run_id"], "events": [SLOW]}, supervisor={"slow": SLOW})
+    assert jobs.status(NODES, reports, {n: n for n in NODES}, ladder=LADDER)["verdict"].endswith("(eth1)")
