@@ -48,7 +48,8 @@ def _burn_in(node: str, result: dict) -> list:
             if row.get(figure) is None:
                 continue
             share = (row.get("share") or {}).get(figure)
-            failed = [f for f in mine if f["what"] in ("%s below its bound" % label, "%s below its peers'" % label)]
+            failed = [f for f in mine if f["what"] in ("%s below its bound" % label, "%s below its peers'" % label)
+                      or figure == "clocks" and f["what"] == burn.HELD]
             bound = burn.threshold(row, figure)
             if failed:
                 threshold, passed = failed[0]["threshold"], False

@@ -14,6 +14,7 @@ import json
 import statistics
 from collections import Counter
 
+from ansible_collections.trainops.cluster.plugins.module_utils._gpu_load import REASON_BITS
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import bandwidth
 
 # (a part of nvidia-smi's product name, bf16 dense tensor TFLOP/s, memory GB/s), the first that the name holds applies:
@@ -36,9 +37,14 @@ SPECS = (
 # The share of the specification a figure must reach. The burn-in on the GPU machine's H200 (at its power cap) read
 # GEMM 68 % of the dense figure, device copy 89 %, pinned copies 88 % of PCIe Gen5 x16; torch loops on an H100 SXM 69 %:
 # the bounds leave room for a part at its power cap, and catch one at half speed.
-MIN_SHARE = {"gemm": 0.5, "memory": 0.7, "h2d": 0.6, "d2h": 0.6}
+# The SM clock while the products run, against the GPU's maximum: at its power cap a busy H100 ran at 67 % (1335 of
+# 1980 MHz), the H200 at 72-76 %; a power brake or a thermal slowdown halves it.
+MIN_SHARE = {"gemm": 0.5, "memory": 0.7, "h2d": 0.6, "d2h": 0.6, "clocks": 0.5}
 FIGURES = (("gemm", "tflops", "GEMM", "TFLOP/s"), ("memory", "gbps", "memory", "GB/s"),
-           ("h2d", "gbps", "host->GPU", "GB/s"), ("d2h", "gbps", "GPU->host", "GB/s"))
+           ("h2d", "gbps", "host->GPU", "GB/s"), ("d2h", "gbps", "GPU->host", "GB/s"), ("clocks", "sm_mhz", "SM clock under load", "MHz"))
+# The clock event reasons that say the hardware holds the clocks back (gpu_health's faults), in at least half the looks.
+HW_HELD = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake_slowdown": "HW power brake"}
+HELD = "SM clock under load held back by the hardware"
 _SLOW = ("Compare its clocks and clock event reasons under load (nvidia-smi -q -d PERFORMANCE,CLOCK) and its PCIe link "
          "with its peers'; a part that stays slow: drain the node and ask the provider to replace it")
 _SLOW_CPU = ("Compare its CPU quota (cgroup cpu.max), frequency and load with its peers' (a neighbour on a shared host); "
@@ -103,16 +109,28 @@ def _rows(documents: dict, gpu_facts: dict) -> list:
                    "bus": device.get("bus_id") or fact.get("pci_bus_id"), "error": device.get("error"),
                    "sha256": (device.get("gemm") or {}).get("sha256"), "repeat_sha256": (device.get("gemm") or {}).get("repeat_sha256"),
                    "pcie": pcie_gbps(fact.get("pcie"))}
+            clocks = device.get("clocks") or {}
+            row.update(sm_max=clocks.get("sm_max_mhz"), clocks_error=clocks.get("error"), temp_c=clocks.get("temp_c"),
+                       power_w=clocks.get("power_w"), clock_reasons=_reason_names(clocks.get("reasons")))
             for figure, unit, _label, _unit in FIGURES:
                 row[figure] = (device.get(figure) or {}).get(unit)
             rows.append(row)
     return rows
 
 
+def _reason_names(bits: dict | None) -> dict:
+    """{reason: share of the looks} from the burn's {"0x8": share} (NVML's bits, named as nvidia-smi -q names them)."""
+    names = dict(REASON_BITS)
+    return {names.get(int(bit, 16), bit): share for bit, share in sorted((bits or {}).items())}
+
+
 def _bound(row: dict, figure: str) -> tuple | None:
-    """(the figure's specification, what it is) for a row: the model's, or the PCIe link's for the host copies."""
+    """(the figure's specification, what it is) for a row: the model's, the PCIe link's for the host copies, its maximum
+    for the SM clock."""
     if figure in ("h2d", "d2h"):
         return row["pcie"]
+    if figure == "clocks":
+        return (row["sm_max"], "its maximum SM clock") if row.get("sm_max") else None
     spec = spec_of(row["name"]) if row["kind"] == "cuda" else None
     return (spec[0 if figure == "gemm" else 1], "the %s's specification" % row["name"]) if spec else None
 
@@ -139,6 +157,16 @@ def _against_spec(row: dict, notes: list) -> list:
                 value, unit, round(100 * value / bound[0]), bound[0], bound[1]),
                 "%d %% of %s" % (round(100 * MIN_SHARE[figure]), bound[1]), _SLOW))
     return found
+
+
+def _held(row: dict) -> list:
+    """A GPU whose clocks the hardware held back in at least half the looks while its products ran."""
+    held = ["%s %d %%" % (HW_HELD[r], round(100 * share)) for r, share in row["clock_reasons"].items() if r in HW_HELD and share >= 0.5]
+    if not held:
+        return []
+    return [_finding(row, HELD, "%s MHz; %s of the looks" % (row["clocks"], ", ".join(held)), "no hardware slowdown in half the looks",
+                     "Check its cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER: %s C under load); a GPU that "
+                     "stays held back: drain the node and ask the provider to replace it" % row.get("temp_c"))]
 
 
 def _against_peers(rows: list, fraction: float, notes: list) -> list:
@@ -208,7 +236,9 @@ def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> di
     for row in rows:
         if row["error"]:
             findings.append(_finding(row, "the burn-in failed on it", row["error"], "no error", _WRONG))
-        findings += _against_spec(row, notes)
+        findings += _against_spec(row, notes) + _held(row)
+        if row["clocks_error"]:
+            notes.append("%s %s: clocks under load not read (%s)" % (row["node"], device_name(row), row["clocks_error"]))
     findings += _against_peers([row for row in rows if not row["error"]], float(outlier_fraction), notes)
     findings += _results(rows)
     # No row and no finding: no node ran it (no GPUs, burn_in_cpu off). A node without a result is a failure.

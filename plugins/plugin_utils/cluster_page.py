@@ -84,14 +84,14 @@ def _burn_in_status(report):
 
 
 def burn_in_table(report):
-    """One row a GPU: [node, device, model, bus, GEMM, memory, host->GPU, GPU->host (each with its share of the
-    specification), result (its sha256's first 12), verdict], then the findings and what was not judged."""
+    """One row a GPU: [node, device, model, bus, GEMM, memory, host->GPU, GPU->host, SM clock under load (each with its
+    share of the specification, the clock's of its maximum), result (its sha256's first 12), verdict], then the findings and what was not judged."""
     failed = {(f.get("node"), f.get("gpu")) for f in report.get("findings") or []}
     rows = []
     for row in report.get("rows") or []:
         share = row.get("share") or {}
         cells = ["-" if row.get(k) is None else "%s%s" % (row[k], " (%d %%)" % round(100 * share[k]) if k in share else "")
-                 for k in ("gemm", "memory", "h2d", "d2h")]
+                 for k in ("gemm", "memory", "h2d", "d2h", "clocks")]
         device = burn_in.device_name(row)
         verdict = FAIL if (row.get("node"), row.get("index")) in failed else PASS
         rows.append([row.get("node"), device, row.get("name"), row.get("bus") or "-"] + cells + [(row.get("sha256") or "-")[:12], verdict])

@@ -3,8 +3,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """trainops_burn: the burn-in rung of the verify ladder, run inside the cluster's training image on one node. It loads
 every GPU of the node at once (one thread a GPU: torch lets go of the GIL in its CUDA calls), as a job does, so heat,
-power and shared links weigh on the figures, and measures on each: bf16 matrix products (TFLOP/s), a device-to-device
-copy (GB/s, read plus write), pinned host-to-device and device-to-host copies (GB/s). Every GPU multiplies the same
+power and shared links weigh on the figures, and measures on each: bf16 matrix products (TFLOP/s) with the GPU's clocks
+while they run (NVML: SM clock, power, temperature, clock event reasons), a device-to-device copy (GB/s, read plus
+write), pinned host-to-device and device-to-host copies (GB/s). Every GPU multiplies the same
 numbers, and the product's sha256 is taken first and again after the timed phase: a GPU whose result changes, or
 differs from its peers of the same model, computes wrongly (silent data corruption); the controller compares them, and
 a GPU slower than its peers (clocks held down, a narrow PCIe link) stands out the same way. Without CUDA (the CPU test
@@ -15,6 +16,7 @@ One JSON document on stdout, nothing else; progress and errors on stderr. Exit 0
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import json
 import os
@@ -30,6 +32,7 @@ GEMM_WARMUP = 1.0   # seconds of untimed products: clocks and power settle befor
 COPY_SECONDS = 2.0  # each copy's timed phase
 COPY_WARMUP = 0.2
 BATCH = 0.25        # seconds of work between two timings: short enough to stop near the end, long enough that the gaps don't count
+LOOK = 0.5          # seconds between two looks at a GPU's clocks while its products run
 
 
 def tflops(size, count, seconds):
@@ -61,6 +64,73 @@ def sha256(tensor):
     """The sha256 of the tensor's bytes: floats viewed as integers of their width, so that the bits are hashed."""
     as_int = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}[tensor.dtype]
     return hashlib.sha256(tensor.view(as_int).cpu().numpy().tobytes()).hexdigest()
+
+
+class Nvml:
+    """The driver's NVML (libnvidia-ml.so.1, which the container toolkit mounts with nvidia-smi), through ctypes: a GPU's
+    SM clock, its maximum, power, temperature and the clock event reasons as a bitmask (the controller names them)."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if self.lib.nvmlInit_v2() != 0:
+            raise OSError("nvmlInit failed")
+        # Drivers 535 and later name the reasons "events", earlier ones "throttle" (the older name stays exported).
+        self.reasons = getattr(self.lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or self.lib.nvmlDeviceGetCurrentClocksThrottleReasons
+
+    def handle(self, bus):
+        device = ctypes.c_void_p()
+        if self.lib.nvmlDeviceGetHandleByPciBusId_v2(bus.encode(), ctypes.byref(device)) != 0:
+            raise OSError("NVML does not know GPU %s" % bus)
+        return device
+
+    def _uint(self, call, device, *args):
+        value = ctypes.c_uint()
+        return value.value if call(device, *args, ctypes.byref(value)) == 0 else None
+
+    def look(self, device):
+        """{sm_mhz, sm_max_mhz, power_w, temp_c, reasons (the bitmask)}; None for what the GPU does not report."""
+        mask = ctypes.c_ulonglong()
+        power = self._uint(self.lib.nvmlDeviceGetPowerUsage, device)
+        return {"sm_mhz": self._uint(self.lib.nvmlDeviceGetClockInfo, device, 1),  # NVML_CLOCK_SM
+                "sm_max_mhz": self._uint(self.lib.nvmlDeviceGetMaxClockInfo, device, 1),
+                "power_w": power / 1000.0 if power is not None else None,
+                "temp_c": self._uint(self.lib.nvmlDeviceGetTemperature, device, 0),  # NVML_TEMPERATURE_GPU
+                "reasons": mask.value if self.reasons(device, ctypes.byref(mask)) == 0 else None}
+
+
+def clocks_of(looks):
+    """A GPU's clocks under load from its looks: {looks, sm_mhz (mean), sm_max_mhz, power_w (mean), temp_c (the
+    highest), reasons ({bit as "0x8": share of the looks})}."""
+    def mean(key):
+        values = [look[key] for look in looks if look.get(key) is not None]
+        return round(sum(values) / len(values), 1) if values else None
+    bits = {}
+    for look in looks:
+        mask = look.get("reasons") or 0
+        for bit in range(16):
+            if mask & (1 << bit):
+                bits[hex(1 << bit)] = bits.get(hex(1 << bit), 0) + 1
+    temps = [look["temp_c"] for look in looks if look.get("temp_c") is not None]
+    return {"looks": len(looks), "sm_mhz": mean("sm_mhz"), "sm_max_mhz": max((look.get("sm_max_mhz") or 0 for look in looks), default=None) or None,
+            "power_w": mean("power_w"), "temp_c": max(temps) if temps else None,
+            "reasons": {bit: round(count / float(len(looks)), 2) for bit, count in sorted(bits.items())}}
+
+
+class Watch(threading.Thread):
+    """Looks at one GPU's clocks every LOOK seconds until stopped."""
+
+    def __init__(self, nvml, bus):
+        super().__init__(daemon=True)
+        self.nvml, self.device, self.looks, self.done = nvml, nvml.handle(bus), [], threading.Event()
+
+    def run(self):
+        while not self.done.wait(LOOK):
+            self.looks.append(self.nvml.look(self.device))
+
+    def stop(self):
+        self.done.set()
+        self.join()
+        return clocks_of(self.looks)
 
 
 def cuda_clock(op, n):
@@ -109,7 +179,16 @@ def burn(result, device, inputs, args):
     c = torch.empty_like(a)
     torch.matmul(a, b, out=c)
     gemm["sha256"] = sha256(c)
+    watch = None
+    if cuda and args.nvml and result["bus_id"]:
+        try:
+            watch = Watch(args.nvml, result["bus_id"])
+            watch.start()
+        except OSError as error:
+            result["clocks"] = {"error": str(error)}
     count, spent = run_for(lambda: torch.matmul(a, b, out=c), args.seconds, GEMM_WARMUP, clock)
+    if watch:
+        result["clocks"] = watch.stop()
     gemm.update(count=count, seconds=round(spent, 3), tflops=tflops(args.size, count, spent))
     c.zero_()  # a product that did not run would leave the last timed one behind, and hash the same
     torch.matmul(a, b, out=c)
@@ -165,7 +244,12 @@ def main(argv=None):
     generator = torch.Generator().manual_seed(1234)
     inputs = [torch.randn(args.size, args.size, generator=generator).to(dtype) for dummy in range(2)]
     results, devices = [], []
+    args.nvml, why = None, None
     if cuda:
+        try:
+            args.nvml = Nvml()  # the clocks under load, where the image sees the driver's NVML
+        except (OSError, AttributeError) as error:
+            why = "no NVML: %s" % error
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
             ids = [getattr(props, "pci_%s_id" % part, None) for part in ("domain", "bus", "device")]
@@ -179,7 +263,8 @@ def main(argv=None):
         copy = {"mib": args.copy_mib, "gbps": None} if cuda else None
         result.update(gemm={"dtype": str(dtype).split(".")[1], "size": args.size, "count": None, "seconds": None, "tflops": None,
                             "sha256": None, "repeat_sha256": None},
-                      memory={"mib": args.memory_mib, "gbps": None}, h2d=copy, d2h=copy and dict(copy), error=None)
+                      memory={"mib": args.memory_mib, "gbps": None}, h2d=copy, d2h=copy and dict(copy), error=None,
+                      clocks={"error": why} if cuda and why else None)
     threads = [threading.Thread(target=guarded, args=(result, device, inputs, args)) for result, device in zip(results, devices)]
     for thread in threads:
         thread.start()

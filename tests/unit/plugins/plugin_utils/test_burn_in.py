@@ -150,3 +150,61 @@ def test_gpus_that_torch_does_not_see_are_named_and_a_node_without_a_result_fail
     outputs = {"node1": {"rc": 0, "stdout": json.dumps(cpu)}, "node2": {"rc": 0, "stdout": json.dumps(other)}}
     assert burn_in.verdict(outputs, {}, 0.1)["passed"] is True
     assert burn_in.spec_of("NVIDIA L40") == (181.0, 864.0) and burn_in.spec_of("NVIDIA GH200 480GB") == (989.0, 4000.0)
+
+
+H100 = json.loads((BURN / "h100x1-burn-clocks.json").read_text())
+
+
+def h100(*changes):
+    """A node of the recorded H100 with its clocks under load (SOURCES.md), each GPU changed by a function of its device."""
+    document = copy.deepcopy(H100)
+    document["devices"] = []
+    for index, change in enumerate(changes):
+        device = dict(copy.deepcopy(H100["devices"][0]), index=index)
+        change(device)
+        document["devices"].append(device)
+    return {"rc": 0, "stdout": json.dumps(document), "stderr": ""}
+
+
+def braked(device):
+    """A GPU held by a power brake: its clocks halved and more, the product with them."""
+    device["clocks"].update(sm_mhz=645.0, reasons={"0x4": 0.2, "0x80": 0.9})
+    device["gemm"]["tflops"] = 330.0
+
+
+def test_the_clocks_under_load_are_read_and_held_to_the_maximum_and_the_hardware():
+    found = judge({"node1": h100(same, same)})
+    assert found["passed"] is True, found["text"]
+    row = found["rows"][0]
+    assert (row["clocks"], row["sm_max"], row["clock_reasons"], row["temp_c"]) == (1339.2, 1980, {"sw_power_cap": 1.0}, 56)
+    assert row["share"]["clocks"] == 0.676 and found["text"].splitlines()[1].endswith(", SM clock under load 1339.2 MHz (68 %)")
+    slow = judge({"node1": h100(same, braked)})
+    named = {(f["gpu"], f["what"]) for f in slow["findings"]}
+    assert {(1, "SM clock under load below its bound"), (1, burn_in.HELD), (1, "GEMM below its peers'")} <= named, slow["text"]
+    held = next(f for f in slow["findings"] if f["what"] == burn_in.HELD)
+    assert held["figure"] == "645.0 MHz; HW power brake 90 % of the looks" and "56 C under load" in held["fix"]
+
+
+def test_a_gpu_whose_clocks_could_not_be_read_is_said_not_judged():
+    def no_nvml(device):
+        device["clocks"] = {"error": "no NVML: libnvidia-ml.so.1: cannot open shared object file"}
+    found = judge({"node1": h100(no_nvml)})
+    assert found["passed"] is True and found["rows"][0]["clocks"] is None
+    assert "node1 GPU0: clocks under load not read (no NVML: libnvidia-ml.so.1: cannot open shared object file)" in found["not_judged"]
+
+
+def test_the_burn_sums_up_its_looks_at_a_gpus_clocks(monkeypatch):
+    """trainops_burn.clocks_of (the program imports torch, absent here: a stand-in module lets it load)."""
+    import importlib.util
+    import sys
+    import types
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    spec = importlib.util.spec_from_file_location("trainops_burn", Path(__file__).parents[4] / "roles" / "burn_in" / "files" / "trainops_burn.py")
+    program = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(program)
+    looks = [{"sm_mhz": 1335, "sm_max_mhz": 1980, "power_w": 690.0, "temp_c": 55, "reasons": 0x4},
+             {"sm_mhz": 1005, "sm_max_mhz": 1980, "power_w": 650.5, "temp_c": 61, "reasons": 0x44},
+             {"sm_mhz": None, "sm_max_mhz": None, "power_w": None, "temp_c": None, "reasons": None}]
+    assert program.clocks_of(looks) == {"looks": 3, "sm_mhz": 1170.0, "sm_max_mhz": 1980, "power_w": 670.2, "temp_c": 61,
+                                        "reasons": {"0x4": 0.67, "0x40": 0.33}}
+    assert program.clocks_of([])["sm_mhz"] is None

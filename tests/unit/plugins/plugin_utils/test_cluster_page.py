@@ -264,7 +264,7 @@ def test_the_burn_in_shows_each_gpu_and_names_a_failed_one():
     model = cluster_page.page({"burn_in": burn}, {})
     assert model["stages"][3]["status"] == "PASS" and model["burn_in"]["rows"] == [
         ["vm", "GPU0", "NVIDIA H100 80GB HBM3", "00000000:00:06.0", "681.7 (69 %)", "3012.8 (90 %)", "55.3 (88 %)", "55.2 (88 %)",
-         "65ca46eeec16", "PASS"]]
+         "-", "65ca46eeec16", "PASS"]]
     assert model["burn_in"]["not_judged"] == ["vm: the only NVIDIA H100 80GB HBM3, not compared with peers"]
     finding = {"node": "vm", "device": "GPU0", "gpu": 0, "bus": "00000000:00:06.0", "status": "fail", "what": "GEMM below its peers'",
                "figure": "535.4 TFLOP/s (79 % of the median 681.7 of 8 NVIDIA H100 80GB HBM3)", "threshold": "at least 90 % of the median",

@@ -241,7 +241,7 @@ def test_the_burn_in_table_is_on_the_page(tmp_path):
     html, _verdict = report_page.build(str(reports), TEMPLATE, "train")
     section = html[html.index('<h2 id="burn_in">'):html.index('<h2 id="ladder">')]
     assert ("<tr><td>vm</td><td>GPU0</td><td>NVIDIA H100 80GB HBM3</td><td>00000000:00:06.0</td><td>681.7 (69 %)</td>"
-            "<td>3012.8 (90 %)</td><td>55.3 (88 %)</td><td>55.2 (88 %)</td><td>65ca46eeec16</td>") in section
+            "<td>3012.8 (90 %)</td><td>55.3 (88 %)</td><td>55.2 (88 %)</td><td>-</td><td>65ca46eeec16</td>") in section
     assert "not judged: vm: the only NVIDIA H100 80GB HBM3, not compared with peers" in section
 
 
