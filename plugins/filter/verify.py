@@ -12,10 +12,11 @@ def verify_plan(nodes, gpus, settings, expect_gpus=None, gpu_facts=None):
     return ladder.plan(list(nodes), dict(gpus), dict(settings), None if expect_gpus is None else int(expect_gpus), dict(gpu_facts or {}))
 
 
-def verify_judge(step, outputs, gpu_facts, comm_facts, min_fraction=None, cleanup=None, min_busbw_gbps=None):
+def verify_judge(step, outputs, gpu_facts, comm_facts, min_fraction=None, cleanup=None, min_busbw_gbps=None, outlier_fraction=None):
     fraction = None if min_fraction is None else float(min_fraction)
     return ladder.judge_step(dict(step), dict(outputs), dict(gpu_facts), dict(comm_facts), fraction, dict(cleanup or {}),
-                             None if min_busbw_gbps is None else float(min_busbw_gbps))
+                             None if min_busbw_gbps is None else float(min_busbw_gbps),
+                             None if outlier_fraction is None else float(outlier_fraction))
 
 
 def verify_network(matrix, nodes):

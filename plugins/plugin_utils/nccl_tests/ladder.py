@@ -17,6 +17,7 @@ link), "skipped" for a step that did not run; a skipped step's `passed` is None,
 from __future__ import annotations
 
 import posixpath
+import statistics
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.bandwidth import DEFAULT_FRACTION, LINK_FRACTIONS, link_limit_gbps
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.rung_verdict import busbw_curve, judge_rung
@@ -293,14 +294,34 @@ def timeout_reasons(out, run, cleanup):
     return reasons
 
 
-def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None, min_busbw_gbps=None):
+def against_peers(runs, fraction):
+    """The runs of a step (each node's GPUs, each pair of a wave) whose busbw is more than `fraction` below the median of
+    the others of the same shape (rank count and link limit; at least two others): a part that passes the link's
+    threshold and still makes every job's straggler. Adds a reason to each such run, failing it."""
+    judged = [run for run in runs if run.get("busbw_gbps") and run.get("passed") is not False]
+    for run in judged:
+        peers = [other["busbw_gbps"] for other in judged if other is not run and (other["ranks"], other.get("limit_gbps")) ==
+                 (run["ranks"], run.get("limit_gbps"))]
+        if len(peers) < 2:
+            continue
+        median = statistics.median(peers)
+        if run["busbw_gbps"] < (1 - fraction) * median:
+            who = "these nodes are" if len(run["hosts"]) > 1 else "this node is"
+            run["reasons"].append("busbw %.3g GB/s is %d %% of the other runs' median %.3g GB/s (%s): %s slower than its peers "
+                                  "(verify_outlier_fraction %s)" % (run["busbw_gbps"], round(100 * run["busbw_gbps"] / median), median,
+                                                                    ", ".join(run["hosts"]), who, fraction))
+            run["passed"], run["not_judged"] = False, None
+
+
+def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None, min_busbw_gbps=None, outlier_fraction=None):
     """Verdict of one ladder step from its runs' allreduce_run results.
 
     outputs: {leader: allreduce_run result, or None when the run could not start there}; gpu_facts and comm_facts:
     {host: facts}; min_fraction: busbw at the largest size must reach this fraction of the link limit (None: the
     table's for the link's kind, fraction_for); cleanup:
     {host: the end_run module's result} for the nodes of a timed-out run that were cleaned up;
-    min_busbw_gbps: the threshold of a run whose link limit is unknown (None: such a run is not judged).
+    min_busbw_gbps: the threshold of a run whose link limit is unknown (None: such a run is not judged);
+    outlier_fraction: a run more than this below its peers' median busbw fails (against_peers; None: not compared).
     Returns {rung, label, wave, passed, verdict, skipped, runs: [{leader, hosts, ranks, passed, verdict, not_judged,
     reasons, busbw_gbps, pct_of_limit, limit_gbps, threshold_gbps, basis, transports, seconds, timed_out, curve}]}.
     passed: no run failed (None for a skipped step, which has no runs); verdict: PASS, FAIL, "not judged" or
@@ -336,8 +357,11 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
                          threshold_gbps=judged["threshold_gbps"], transports=judged["transports"], seconds=out.get("seconds"),
                          timed_out=bool(out.get("timed_out")), basis=basis, not_judged=None if reasons else not_judged,
                          curve=busbw_curve(out["result"].get("rows")))
-        entry["verdict"] = _verdict_word(entry["passed"], entry["not_judged"])
         verdict["runs"].append(entry)
+    if outlier_fraction is not None:
+        against_peers(verdict["runs"], outlier_fraction)
+    for entry in verdict["runs"]:
+        entry["verdict"] = _verdict_word(entry["passed"], entry["not_judged"])
     words = [run["verdict"] for run in verdict["runs"]]
     verdict["passed"] = "FAIL" not in words
     verdict["verdict"] = "FAIL" if "FAIL" in words else "not judged" if "not judged" in words else "PASS"

@@ -357,3 +357,34 @@ def test_without_verify_min_fraction_the_links_table_sets_the_threshold():
     assert run["basis"].endswith("; threshold 60 % of it (the table's for NVLink)"), run["basis"]
     assert ladder.fraction_for({"kind": "Ethernet"}, None) == (0.5, "the default, no table entry for Ethernet")
     assert ladder.fraction_for({"kind": "InfiniBand"}, None)[0] == 0.6 and ladder.fraction_for({"kind": "NVLink"}, 0.8) == (0.8, "verify_min_fraction")
+
+
+def node_output_on(name, share=1.0):
+    """The recorded H200 node's run as node `name` ran it, every busbw of its rows scaled by `share` (a node whose NVLink
+    runs at that share of its peers')."""
+    text = (FIXTURES / "gpu" / "h200x2" / "all_reduce_perf.txt").read_text().replace(" on         vm ", " on %10s " % name)
+    output = {"rc": 0, "timed_out": False, "seconds": 40.0, "result": perf_text.parse_perf_output(text), "debug": None}
+    result = dict(output["result"], rows=[dict(row, **{side: dict(row[side], busbw=round(row[side]["busbw"] * share, 1))
+                                                       for side in ("out_of_place", "in_place") if row.get(side)})
+                                          for row in output["result"]["rows"]])
+    return dict(output, result=result)
+
+
+def test_a_node_slower_than_its_peers_fails_though_above_the_links_threshold():
+    # Four nodes of the recorded H200 pair (348.6 GB/s busbw, 73 % of NVLink's 478): n3's at 85 % of that still passes
+    # the link's 60 % and is named against its peers' median.
+    nodes = ["n1", "n2", "n3", "n4"]
+    step = ladder.plan(nodes, dict.fromkeys(nodes, 2), SETTINGS)[1]
+    outputs = {n: node_output_on(n, 0.85 if n == "n3" else 1.0) for n in nodes}
+    facts = dict.fromkeys(nodes, h200_facts())
+    verdict = ladder.judge_step(step, outputs, facts, dict.fromkeys(nodes, {}), None, outlier_fraction=0.1)
+    assert [run["passed"] for run in verdict["runs"]] == [True, True, False, True] and verdict["verdict"] == "FAIL"
+    assert verdict["runs"][2]["reasons"] == [
+        "busbw 296 GB/s is 85 % of the other runs' median 349 GB/s (n3): this node is slower than its peers "
+        "(verify_outlier_fraction 0.1)"]
+    # Within the fraction, or not compared (null), or too few peers: no reason.
+    near = dict(outputs, n3=node_output_on("n3", 0.95))
+    assert ladder.judge_step(step, near, facts, dict.fromkeys(nodes, {}), None, outlier_fraction=0.1)["passed"]
+    assert ladder.judge_step(step, outputs, facts, dict.fromkeys(nodes, {}), None)["passed"]
+    two = ladder.plan(nodes[:2], dict.fromkeys(nodes, 2), SETTINGS)[1]
+    assert ladder.judge_step(two, outputs, facts, dict.fromkeys(nodes, {}), None, outlier_fraction=0.1)["passed"]
