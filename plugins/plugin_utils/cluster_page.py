@@ -206,6 +206,22 @@ def _job_progress(points, events, origin):
     return {"nodes": nodes, "marks": marks}
 
 
+def _job_perf(report, origin):
+    """Where each node's ranks spent their time, window by window: [[node, [[seconds, busy %, waiting in collectives %
+    or None, GPU utilization % or None]]]] (seconds since origin), the nodes with a window; [] without."""
+    out = []
+    for node, seen in (report.get("nodes") or {}).items():
+        points = [[round(p["at"] - origin, 1), _percent(p.get("busy")), _percent(p.get("wait")), p.get("gpu")]
+                  for p in seen.get("perf") or [] if p.get("at") is not None]
+        if points:
+            out.append([node, points])
+    return out
+
+
+def _percent(share):
+    return None if share is None else round(100 * share, 1)
+
+
 def _job_losses(points):
     """[[step, loss]] of the node with the most points (the one that prints the loss), steps without a loss left out."""
     longest = max(points.values(), key=len, default=[])
@@ -229,7 +245,8 @@ def _job(name, report, made):
     events = report.get("events") or []
     points = {node: seen.get("points") or [] for node, seen in (report.get("nodes") or {}).items()}
     diagnosis = _job_diagnosis(report, events)
-    origin = _job_origin(points, events)
+    windows = [p["at"] for seen in (report.get("nodes") or {}).values() for p in seen.get("perf") or [] if p.get("at")]
+    origin = _job_origin(points, events) or min(windows, default=None)
     return {"name": name, "verdict": report.get("verdict"), "status": _job_status(report.get("verdict") or ""),
             "first_failed": report.get("first_failed"), "made": made, "stall_seconds": report.get("stall_seconds"),
             "note": report.get("note"),
@@ -238,6 +255,7 @@ def _job(name, report, made):
             "events": [{"seconds": round(event["at"] - origin, 1) if event.get("at") else None, "event": event.get("event"),
                         "detail": _event_detail(event)} for event in events],
             "progress": _job_progress(points, events, origin), "losses": _job_losses(points),
+            "perf": _job_perf(report, origin) if origin is not None else [],
             "scale_rows": report.get("scale_rows") or [], "scale": report.get("scale") or [],
             "scale_notes": report.get("scale_notes") or []}
 
@@ -252,7 +270,8 @@ def jobs(reports, made):
       diagnosis: {text, culprits: [{rank, node, why}], odd: [who each culprit is]} or None,
       events: [{seconds (since the job's first point, else its first event), event, detail}],
       progress: {nodes: [[node, [[seconds, step]]]], marks: [[seconds, "stall" | "restart N"]]} or None without points,
-      losses: [[step, loss]], scale_rows: train_action=scale's table, as status shows it, scale: its sizes (jobs.scale_table),
+      losses: [[step, loss]], perf: where each node's ranks spent their time over the windows (_job_perf),
+      scale_rows: train_action=scale's table, as status shows it, scale: its sizes (jobs.scale_table),
       scale_notes: what held each size back ([] for another job)}].
     """
     return [_job(name, report, made.get(name)) for name, report in reports.items()]

@@ -211,7 +211,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     scale_rows and scale_notes (train_action=scale's sizes: scale_table, as status shows them, and what held each
     back), records ({name: kind} of the job's records, its folder's files that collect copies), dir (the job's folder),
     findings (what is wrong with how it runs though it runs: NCCL over sockets despite RDMA, nccl_use); a node's nccl:
-    what its ranks' NCCL used (nccl_use.said)}.
+    what its ranks' NCCL used (nccl_use.said), its perf: its ranks' windows in brief over time ([{at, busy, wait, gpu,
+    tx}], the node program's perf.history_point)}.
     """
     # The job's record and its supervisor's view, as the first node tells them (or any node, where it is gone).
     head = next((r for r in (reports.get(n) for n in nodes) if r and r.get("job")), None) or {}
@@ -241,6 +242,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
                               state.startswith("queued"), failed=bool(report.get("failed")), restarting=bool(report.get("restarting")),
                               rc=report.get("rc"), stopped_by=report.get("stopped_by"), ended=report.get("ended"), log=report.get("log_path"),
                               not_restarted=report.get("not_restarted"), nccl=nccl_use.said((report.get("progress") or {}).get("nccl")),
+                              perf=report.get("perf") or [],
                               points=(report.get("progress") or {}).get("points") or [])
         rows.append([node, state] + ["-" if seen[key] is None else str(seen[key]) + unit for key, unit in
                                      (("step", ""), ("logged_seconds_ago", " s ago"), ("steps_per_minute", ""))]

@@ -150,6 +150,37 @@ def _draw_steps(series, marks):
         return _svg(figure)
 
 
+def _draw_perf(series):
+    from matplotlib import rc_context
+
+    gpus = any(point[3] is not None for _node, points in series for point in points)
+    with rc_context(RC):
+        figure = _figure(3.6 if gpus else 2.6)
+        panels = figure.subplots(2, 1, sharex=True) if gpus else [figure.subplots()]
+        named = len(series) <= MAX_NAMED
+        for index, (node, points) in enumerate(series):
+            color = BUSBW if index == 0 else "C%d" % index
+            seconds = [p[0] for p in points]
+            panels[0].plot(seconds, [p[1] for p in points], linewidth=1.6, color=color, label="%s busy" % node if named else None)
+            waits = [p[2] for p in points]
+            if any(w is not None for w in waits):
+                panels[0].plot(seconds, [w if w is not None else float("nan") for w in waits], linewidth=1.2, linestyle="--",
+                               color=color, label="%s in collectives" % node if named else None)
+            if gpus:
+                panels[1].plot(seconds, [p[3] if p[3] is not None else float("nan") for p in points], linewidth=1.6, color=color,
+                               label=node if named else None)
+        panels[0].set_ylabel("% of the time")
+        if gpus:
+            panels[1].set_ylabel("GPU util %")
+        for axes in panels:
+            axes.set_ylim(0, 105)
+            axes.grid(True, alpha=0.3)
+        panels[-1].set_xlabel("seconds since the first step")
+        if named:
+            panels[0].legend(loc="lower left", fontsize=7, frameon=False, ncol=2)
+        return _svg(figure)
+
+
 def _draw_scale(points, unit):
     from matplotlib import rc_context
 
@@ -201,6 +232,18 @@ def loss(cache, points, resumed_at=None):
     if not points or available():
         return None
     return cache.get(["loss", points, resumed_at], lambda: _draw_loss(points, resumed_at))
+
+
+def perf(cache, series):
+    """Where each node's ranks spend their time, window by window: the busy share (a straggler's stays on top) and, where
+    stacks were read, the share waiting in collectives (dashed); the GPUs' utilization below where read.
+
+    series: [[node, [[seconds, busy %, in collectives % or None, GPU % or None]]]]. None without a point or matplotlib.
+    """
+    series = [[node, points] for node, points in series if points]
+    if not series or available():
+        return None
+    return cache.get(["perf", series], lambda: _draw_perf(series))
 
 
 def steps(cache, series, marks=()):

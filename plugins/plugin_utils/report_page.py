@@ -65,7 +65,8 @@ def draw(model, cache):
     training = next((v for v in model["torchrun"] or [] if v.get("rung") == "train"), None)
     loss = plots.loss(cache, training.get("losses"), training.get("resumed_at")) if training else None
     jobs = [{"steps": plots.steps(cache, job["progress"]["nodes"], job["progress"]["marks"]) if job["progress"] else None,
-             "loss": plots.loss(cache, job["losses"]), "scale": plots.scale(cache, job.get("scale") or [])} for job in model["jobs"]]
+             "loss": plots.loss(cache, job["losses"]), "scale": plots.scale(cache, job.get("scale") or []),
+             "perf": plots.perf(cache, job.get("perf") or [])} for job in model["jobs"]]
     return {"rungs": rungs, "loss": loss, "jobs": jobs}
 
 

@@ -33,6 +33,9 @@ def test_a_node_at_a_fifth_of_a_core_is_named_the_straggler(node, assert_nothing
         run = train("-e", "train_job=slow", "-e", "train_action=status")
         report = json.loads((INVENTORY.parent / "reports" / "train-slow.json").read_text())
         assert report["verdict"].startswith("running, slow: straggler: node3's ranks are busy"), report["verdict"]
+        # Every node's windows over time, as the page draws them: node3 the busiest in the last.
+        last = {n: report["nodes"][n]["perf"][-1] for n in CLUSTER}
+        assert max(last, key=lambda n: last[n]["busy"]) == "node3", last
     finally:
         # The whole machine's two cores back (podman update leaves no other way to lift the quota here).
         subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)

@@ -284,3 +284,17 @@ def test_judged_needs_every_nodes_stacks_and_no_node_waited_for():
     # A node's window missing, or some nodes' ranks waiting in the all-reduce for another's: not judged.
     assert not perf.judged(dict(calm, node2=None), 105.0, 0)
     assert not perf.judged(dict(calm, node1=places({"collective": 5})), 105.0, 0)
+
+
+def test_each_window_carries_the_attempts_earlier_ones_in_brief():
+    window = dict(places({"collective": 6, "compute": 2}, busy=0.4), gpus=[{"util": 80.0}, {"util": 90.0}],
+                  net={"interface": "eth1", "rx_mbps": 4.7, "tx_mbps": 4.8})
+    assert perf.history_point(window) == {"at": 100.0, "busy": 0.4, "wait": 0.75, "gpu": 85.0, "tx": 4.8}
+    assert perf.history_point({"at": 5.0, "ranks": {}}) == {"at": 5.0, "busy": None, "wait": None, "gpu": None, "tx": None}
+    clock = [1000.0]
+    sampler = perf.Sampler("nobody", "node1", clock=lambda: clock[0])
+    for dummy in range(perf.HISTORY + 2):
+        clock[0] += perf.WINDOW
+        last = sampler.window()
+    # The last HISTORY windows, the newest last: what status and the page show of the node over time.
+    assert len(last["history"]) == perf.HISTORY and last["history"][-1]["at"] == clock[0]

@@ -52,6 +52,9 @@ _BACKWARD_FILES = BACKWARD_FILES + (DDP_FILE,)
 # order); a window of fewer looks than MIN_LOOKS is not judged.
 BOUND = {"input": 0.4, "checkpoint": 0.25, "collective": 0.6}
 MIN_LOOKS = 4
+# Windows kept in each node's perf record as its history (15 min at one a 10 s window): what status and the page show of
+# each node over time.
+HISTORY = 90
 # A communication-bound job's slow link: the node whose ranks' sends wait in their sockets, at least QUEUED_KB on
 # average and QUEUED_RATIO times the other nodes' (their median). In a ring all-reduce every node sends as much; the
 # node whose link out is slow holds its bytes (molecule train: 3-4 MiB behind a 40 Mbit/s tbf, the others' near 0).
@@ -168,6 +171,7 @@ class Sampler:
         self.interface = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
         self.first = True  # the attempt's first window: its start (imports, the rendezvous, a checkpoint's load) in it
         self.tables = ()  # the /proc/net tables that held the ranks' TCP sockets (send_queue)
+        self.history = []  # the attempt's windows in brief (history_point), the last HISTORY
         self.reset()
 
     def reset(self) -> None:
@@ -245,7 +249,8 @@ class Sampler:
         window, where one did), net ({interface, rx_mbps, tx_mbps}: MB/s on the training interface, in the ranks'
         network namespace: the node's, or the image's with host networking), queued_kb (KiB waiting in the ranks' TCP send
         queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends), gpus (each GPU's
-        utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window)}; a new window begins."""
+        utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window), history (this window and
+        the attempt's earlier ones in brief, history_point, the last HISTORY)}; a new window begins."""
         now = self.clock()
         ranks = {}
         for rank, count in sorted(self.samples.items()):
@@ -264,11 +269,28 @@ class Sampler:
         gpus = self.gpu_window.figures()
         if gpus:
             out["gpus"] = gpus
+        self.history = (self.history + [history_point(out)])[-HISTORY:]
+        out["history"] = self.history
         self.first = False
         if self.unread:
             out["stacks_unread"] = self.unread
         self.reset()
         return out
+
+
+def history_point(window: dict) -> dict:
+    """A window in brief, for the node's history: {at, busy (the ranks' mean busy share), wait (their stack looks' share in
+    a collective, where read), gpu (the GPUs' mean utilization %, where read), tx (MB/s out on the training interface)}."""
+    ranks = list(window["ranks"].values())
+    counts = {}
+    for rank in ranks:
+        for where, count in (rank.get("places") or {}).items():
+            counts[where] = counts.get(where, 0) + count
+    looks = sum(counts.values())
+    utils = [gpu["util"] for gpu in window.get("gpus") or [] if gpu.get("util") is not None]
+    return {"at": window["at"], "busy": round(statistics.mean(r["busy"] for r in ranks), 3) if ranks else None,
+            "wait": round(counts.get("collective", 0) / float(looks), 3) if looks else None,
+            "gpu": round(statistics.mean(utils), 1) if utils else None, "tx": (window.get("net") or {}).get("tx_mbps")}
 
 
 def _current(perfs: dict, now: float, attempt: int) -> dict:

@@ -146,7 +146,23 @@ def test_a_running_job_shows_each_nodes_state_step_and_last_line():
                  {"node": "node3", "state": "running", "step": "-", "logged": "-", "steps_per_minute": "-", "last_line": "-",
                   "first_failed": False, "culprit": False}],
         "progress": {"nodes": [["node1", [[0.0, 148], [2.0, 149]]]], "marks": []}, "losses": [[148, 0.06], [149, 0.0548]],
-        "scale_rows": [], "scale": [], "scale_notes": []}]
+        "perf": [], "scale_rows": [], "scale": [], "scale_notes": []}]
+
+
+def test_each_nodes_windows_are_shown_over_time():
+    """The runners' windows in brief (perf.history_point), as status carries them: node3 the straggler, busy all the time,
+    the others waiting in the all-reduce; node2's GPUs (a GPU node's windows) below."""
+    windows = {"node1": [(0.2, 0.8, None), (0.25, 0.7, None)], "node2": [(0.3, 0.6, 35.0), (0.3, 0.6, 31.5)],
+               "node3": [(1.0, 0.0, None), (0.97, None, None)]}
+    parts = [part("node1", log=[STEP % 148], points=[[T0, 148, 0.06]], now=T0 + 14.3), part("node2"), part("node3")]
+    for one in parts:
+        one["perf"] = [{"at": T0 + 10 * (i + 1), "busy": busy, "wait": wait, "gpu": gpu, "tx": 4.8}
+                       for i, (busy, wait, gpu) in enumerate(windows[one["node"]])]
+    report = job_report(parts)
+    job = cluster_page.page(load("train"), {}, {"ddp1": report}, {"ddp1": "now"})["jobs"][0]
+    assert job["perf"] == [["node1", [[10.0, 20.0, 80.0, None], [20.0, 25.0, 70.0, None]]],
+                           ["node2", [[10.0, 30.0, 60.0, 35.0], [20.0, 30.0, 60.0, 31.5]]],
+                           ["node3", [[10.0, 100.0, 0.0, None], [20.0, 97.0, None, None]]]]
 
 
 def test_a_report_of_four_columns_still_shows():

@@ -59,7 +59,7 @@ def test_a_report_that_cannot_be_read_is_named(tmp_path):
     assert "drift.json could not be read" in html
 
 
-def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch=None):
+def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch=None, perf=None):
     """train-<name>.json as roles/train writes it: jobs.status of the nodes' reports of a job running on every node, or
     whose every part exited 1 at failed_at's time of its node. points: {node: its progress points}; events: the supervisor's."""
     nodes = sorted(logs)
@@ -70,7 +70,7 @@ def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch
             if node in (points or {}) else None
         parts[node] = {"node": node, "run_id": "r1", "now": T0 + 100, "state": "failed: exited 1" if ended else "running",
                        "running": not ended, "failed": bool(ended), "rc": 1 if ended else None, "stopped_by": None, "ended": ended,
-                       "progress": progress, "log": logs[node]}
+                       "progress": progress, "log": logs[node], "perf": (perf or {}).get(node) or []}
     parts[nodes[0]].update(job={"name": name, "run_id": "r1", "events": list(events)}, supervisor=watch)
     status = jobs.status(nodes, parts, {n: "10.96.0.%d" % i for i, n in enumerate(nodes, 11)})
     (reports / ("train-%s.json" % name)).write_text(json.dumps(status, indent=4) + "\n")
@@ -126,6 +126,18 @@ def test_a_stalled_job_shows_its_diagnosis_events_and_plots(tmp_path):
         # The step plot with its stall and restart markers, then the job's loss (the nulls left out).
         assert section.count("<svg") == 2 and "<h4>Step against time</h4>" in section and "<h4>Loss</h4>" in section
         assert plots.STALL in section and plots.RESTART in section and "restart 1" in section and ">node1<" in section
+
+
+def test_each_nodes_windows_are_drawn_over_time(tmp_path):
+    # The runners' windows in brief (perf.history_point): node2 the straggler, node1 waiting in the all-reduce; GPUs.
+    perf = {node: [{"at": T0 + 10 * i, "busy": busy, "wait": wait, "gpu": 40.0 + i, "tx": 4.8} for i in range(1, 6)]
+            for node, busy, wait in (("node1", 0.3, 0.7), ("node2", 1.0, 0.0))}
+    write_job(tmp_path, "w2", {"node1": [], "node2": []}, points={"node1": [[T0, 1, 2.0], [T0 + 50, 40, 1.5]]}, perf=perf)
+    html, _verdict = report_page.build(str(tmp_path), TEMPLATE, "train")
+    section = jobs_section(html)
+    if not plots.available():
+        plot = section[section.index("<h4>Where each node's ranks spend their time</h4>"):]
+        assert plot.count("<svg") >= 1 and "node2 busy" in plot and "node1 in collectives" in plot and "GPU util %" in plot
 
 
 def test_no_job_yet_is_said(tmp_path):
