@@ -15,6 +15,11 @@ from ._smi_values import int_prefix, value
 # Drivers 535 and later name the reasons "clocks_event_reasons", earlier ones only "clocks_throttle_reasons".
 FIELDS = ("index", "utilization.gpu", "clocks.sm", "clocks.max.sm", "power.draw")
 REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+# Clock event reasons that the hardware raises (nvidia-smi: "HW Slowdown", "HW Thermal Slowdown", "HW Power Brake
+# Slowdown"): the GPU runs slow whatever the job does; and the driver's own, as nvidia-smi -q words them.
+HW_REASONS = {"hw_slowdown": "HW Slowdown", "hw_thermal_slowdown": "HW Thermal Slowdown",
+              "hw_power_brake_slowdown": "HW Power Brake Slowdown"}
+SW_REASONS = {"sw_thermal_slowdown": "SW Thermal Slowdown", "sw_power_cap": "SW Power Cap"}
 # NVML's nvmlClocksEventReasons bits (nvml.h), named as `nvidia-smi -q -x` names its elements (_gpu_health).
 REASON_BITS = ((0x1, "gpu_idle"), (0x2, "applications_clocks_setting"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
                (0x10, "sync_boost"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),

@@ -6,7 +6,8 @@
 Everything here takes text (or, for read_infiniband, a directory root) and returns plain data, so the
 comm_facts module stays thin and the parsers are tested against recorded outputs.
 
-Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, image_facts).
+Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, image_facts), and with
+the job runner (roles/train/files/trainops_job links this file: read_infiniband for its report).
 """
 
 from __future__ import annotations

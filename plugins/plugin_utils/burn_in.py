@@ -14,7 +14,7 @@ import json
 import statistics
 from collections import Counter
 
-from ansible_collections.trainops.cluster.plugins.module_utils._gpu_load import REASON_BITS
+from ansible_collections.trainops.cluster.plugins.module_utils._gpu_load import HW_REASONS, REASON_BITS
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import bandwidth
 
 # (a part of nvidia-smi's product name, bf16 dense tensor TFLOP/s, memory GB/s), the first that the name holds applies:
@@ -42,9 +42,11 @@ SPECS = (
 MIN_SHARE = {"gemm": 0.5, "memory": 0.7, "h2d": 0.6, "d2h": 0.6, "clocks": 0.5}
 FIGURES = (("gemm", "tflops", "GEMM", "TFLOP/s"), ("memory", "gbps", "memory", "GB/s"),
            ("h2d", "gbps", "host->GPU", "GB/s"), ("d2h", "gbps", "GPU->host", "GB/s"), ("clocks", "sm_mhz", "SM clock under load", "MHz"))
-# The clock event reasons that say the hardware holds the clocks back (gpu_health's faults), in at least half the looks.
-HW_HELD = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake_slowdown": "HW power brake"}
+# A GPU whose clocks the hardware held back (HW_REASONS, gpu_health's faults) in at least half the looks.
 HELD = "SM clock under load held back by the hardware"
+# Compared with the peers of the same model: not the clock, which a power cap sets part by part (the GEMM's rate,
+# which follows it, is compared).
+PEER_FIGURES = ("gemm", "memory", "h2d", "d2h")
 _SLOW = ("Compare its clocks and clock event reasons under load (nvidia-smi -q -d PERFORMANCE,CLOCK) and its PCIe link "
          "with its peers'; a part that stays slow: drain the node and ask the provider to replace it")
 _SLOW_CPU = ("Compare its CPU quota (cgroup cpu.max), frequency and load with its peers' (a neighbour on a shared host); "
@@ -148,8 +150,8 @@ def _against_spec(row: dict, notes: list) -> list:
         if value is None:
             continue
         if bound is None:
-            notes.append("%s %s: %s not judged against a specification (%s)" % (
-                row["node"], device_name(row), label, "no PCIe link read" if figure in ("h2d", "d2h") else "a model not in the table"))
+            why = {"h2d": "no PCIe link read", "d2h": "no PCIe link read", "clocks": "no maximum SM clock read"}.get(figure, "a model not in the table")
+            notes.append("%s %s: %s not judged against a specification (%s)" % (row["node"], device_name(row), label, why))
             continue
         row.setdefault("share", {})[figure] = round(value / bound[0], 3)
         if value < MIN_SHARE[figure] * bound[0]:
@@ -161,7 +163,7 @@ def _against_spec(row: dict, notes: list) -> list:
 
 def _held(row: dict) -> list:
     """A GPU whose clocks the hardware held back in at least half the looks while its products ran."""
-    held = ["%s %d %%" % (HW_HELD[r], round(100 * share)) for r, share in row["clock_reasons"].items() if r in HW_HELD and share >= 0.5]
+    held = ["%s %d %%" % (HW_REASONS[r], round(100 * share)) for r, share in row["clock_reasons"].items() if r in HW_REASONS and share >= 0.5]
     if not held:
         return []
     return [_finding(row, HELD, "%s MHz; %s of the looks" % (row["clocks"], ", ".join(held)), "no hardware slowdown in half the looks",
@@ -179,7 +181,7 @@ def _against_peers(rows: list, fraction: float, notes: list) -> list:
         if len(peers) < 2:
             notes.append("%s: the only %s, not compared with peers" % (peers[0]["node"], name))
             continue
-        for figure, _unit, label, unit in FIGURES:
+        for figure, _unit, label, unit in (f for f in FIGURES if f[0] in PEER_FIGURES):
             values = [row[figure] for row in peers if row[figure] is not None]
             median = statistics.median(values) if len(values) > 1 else None
             for row in peers:

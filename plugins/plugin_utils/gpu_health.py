@@ -9,15 +9,15 @@ Controller side: pure functions, used by the doctor (doctor.gpus).
 
 from __future__ import annotations
 
+from ansible_collections.trainops.cluster.plugins.module_utils import _gpu_load
+
 # Azure's node health checks (azurehpc-health-checks, check_gpu_ecc): more than 512 uncorrectable row remaps, or more
 # than 10,000 SRAM correctable errors, fail a GPU.
 MAX_UNCORRECTABLE_REMAPS = 512
 MAX_SRAM_CORRECTABLE = 10000
-# Clock event reasons that the hardware raises (nvidia-smi: "HW Slowdown", "HW Thermal Slowdown", "HW Power Brake
-# Slowdown"): the GPU runs slow whatever the job does. The driver's own thermal slowdown is worth a look.
-HW_REASONS = {"hw_slowdown": "HW Slowdown", "hw_thermal_slowdown": "HW Thermal Slowdown",
-              "hw_power_brake_slowdown": "HW Power Brake Slowdown"}
-SW_REASONS = {"sw_thermal_slowdown": "SW Thermal Slowdown"}
+# The hardware's clock event reasons fail a GPU (it runs slow whatever the job does); the driver's own thermal slowdown
+# is worth a look (a power cap under load is normal: not named here).
+SW_REASONS = {"sw_thermal_slowdown": _gpu_load.SW_REASONS["sw_thermal_slowdown"]}
 
 _RESET = "Drain the node, reset the GPU (nvidia-smi -r -i INDEX, no process on it) or reboot"
 _REPLACE = "Drain the node and ask the provider to replace the GPU (hand them this line and nvidia-smi -q)"
@@ -71,7 +71,7 @@ def _ecc(gpu: dict, health: dict) -> list:
 def _clocks(gpu: dict, health: dict) -> list:
     out = []
     active = health.get("clock_reasons") or []
-    hw = [HW_REASONS[r] for r in active if r in HW_REASONS]
+    hw = [_gpu_load.HW_REASONS[r] for r in active if r in _gpu_load.HW_REASONS]
     if hw:
         out.append(_problem(gpu, "fail", "the hardware slows the GPU's clocks", ", ".join(hw), "none active",
                             "Ask the provider to check the node's power and cooling; the GPU runs slow for every job"))

@@ -175,7 +175,7 @@ def _draw_perf(series):
         for axes in panels:
             axes.set_ylim(0, 105)
             axes.grid(True, alpha=0.3)
-        panels[-1].set_xlabel("seconds since the first step")
+        panels[-1].set_xlabel("seconds since the job's first step (or its first window)")
         if named:
             panels[0].legend(loc="lower left", fontsize=7, frameon=False, ncol=2)
         return _svg(figure)

@@ -297,8 +297,11 @@ def timeout_reasons(out, run, cleanup):
 def against_peers(runs, fraction):
     """The runs of a step (each node's GPUs, each pair of a wave) whose busbw is more than `fraction` below the median of
     the others of the same shape (rank count and link limit; at least two others): a part that passes the link's
-    threshold and still makes every job's straggler. Adds a reason to each such run, failing it."""
-    judged = [run for run in runs if run.get("busbw_gbps") and run.get("passed") is not False]
+    threshold and still makes every job's straggler. Adds a reason to each such run, failing it. Only runs over a known
+    link (NVLink, PCIe, InfiniBand, RoCE) and not over sockets: TCP's spread from run to run on a shared cloud network
+    passes a tenth."""
+    judged = [run for run in runs if run.get("busbw_gbps") and run.get("passed") is not False and run.get("limit_gbps")
+              and "NET/Socket" not in (run.get("transports") or [])]
     for run in judged:
         peers = [other["busbw_gbps"] for other in judged if other is not run and (other["ranks"], other.get("limit_gbps")) ==
                  (run["ranks"], run.get("limit_gbps"))]

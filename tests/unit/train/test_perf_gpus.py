@@ -35,8 +35,8 @@ def test_a_gpu_slower_than_its_peers_is_named_with_its_node_and_reasons():
     found = perf.bottleneck(perfs, 105.0, 0)
     assert found["kind"] == "straggler" and found["node"] == "node2" and found["gpus"] == [["node2", 1, 1005.0]], found
     assert found["text"] == (
-        "straggler: node2's GPU 1 at 1005 MHz of 1980 (HW thermal slowdown, SW power cap); the job's other busy GPUs at "
-        "1361 MHz (median of 5); every data-parallel step waits for the slowest GPU: check its cooling and power "
+        "straggler: node2's GPU 1 at 1005 MHz of 1980 (51 %; HW Thermal Slowdown, SW Power Cap); the job's other busy GPUs "
+        "at 69 % of their maximum clock (median of 5); every data-parallel step waits for the slowest GPU: check its cooling and power "
         "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); a GPU that stays slow: ask the provider to replace it")
     # 15 % below the others' median, with no reason given: still the one every step waits for.
     assert perf.gpu_straggler(dict(perfs, node2=node(sm_mhz=1150.0)), 105.0, 0)["gpus"] == [["node2", 1, 1150.0]]
@@ -57,7 +57,8 @@ def test_one_gpu_held_back_by_the_hardware_is_named_without_peers():
     alone["node1"]["gpus"][0]["reasons"] = {"hw_power_brake_slowdown": 0.8}
     found = perf.gpu_straggler(alone, 105.0, 0)
     assert found["node"] == "node1" and found["others"] is None and found["text"].startswith(
-        "straggler: node1's GPU 0 at 1361 MHz of 1980 (HW power brake); its clocks held back; every data-parallel step")
+        "straggler: node1's GPU 0 at 1361 MHz of 1980 (69 %; HW Power Brake Slowdown); its clocks held back; every "
+        "data-parallel step")
     alone["node1"]["gpus"][0]["reasons"] = {"hw_power_brake_slowdown": 0.3}  # a moment's brake, not the window's
     assert perf.gpu_straggler(alone, 105.0, 0) is None
 
@@ -110,3 +111,14 @@ def test_the_reader_falls_back_to_the_older_field_name(tmp_path):
     assert gpu_reader.Reader(fake_smi(tmp_path, "clocks_event_reasons"))()[0]["sm_mhz"] == 1335
     assert gpu_reader.Reader(fake_smi(tmp_path, "neither"))() is None
     assert gpu_reader.Reader(str(tmp_path / "absent"))() is None
+
+
+def test_an_nvidia_smi_that_does_not_answer_is_left_behind(tmp_path):
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\nexec sleep 30\n")
+    tool.chmod(0o755)
+    reader = gpu_reader.Reader(str(tool), timeout=0.3)
+    start = time.monotonic()
+    assert reader() is None and reader() is None
+    # Killed at the first timeout and not asked again: the runner's loop goes on.
+    assert time.monotonic() - start < 5 and reader.off == "nvidia-smi did not answer within 0.3 s"

@@ -26,6 +26,7 @@ import re
 import statistics
 import time
 
+from ._gpu_load import HW_REASONS, SW_REASONS
 from ._gpu_load import Window as GpuWindow
 from .processes import read
 from .verdict import BACKWARD_FILES, COLLECTIVE_FILES, DDP_FILE, frames_of
@@ -60,14 +61,14 @@ HISTORY = 90
 # node whose link out is slow holds its bytes (molecule train: 3-4 MiB behind a 40 Mbit/s tbf, the others' near 0).
 QUEUED_KB = 256
 QUEUED_RATIO = 4
-# A GPU straggler: a busy GPU (utilization at least GPU_BUSY %) whose SM clock is GPU_CLOCK_GAP below the median of the
-# job's other busy GPUs, or whose clocks the hardware holds back (HW_HELD) in at least half the looks: every
-# data-parallel step waits for the slowest GPU. A power cap holds every GPU of a busy job alike (the H200 burn-in ran at
-# 1425-1500 of 1980 MHz, "SW Power Cap"), so the clocks are compared with the peers', not with their maximum.
+# A GPU straggler: a busy GPU (utilization at least GPU_BUSY %, idle in under half the looks) whose SM clock, as a share
+# of its maximum, is GPU_CLOCK_GAP below the median of the job's other busy GPUs, or whose clocks the hardware holds back
+# (HW_REASONS) in at least half the looks: every data-parallel step waits for the slowest GPU. A power cap holds every
+# GPU of a busy job alike (the H100 at 1335-1361 of 1980 MHz, the H200's burn-in 1425-1500, "SW Power Cap"), so the
+# clocks are compared with the peers', not with their maximum.
 GPU_BUSY = 50
 GPU_CLOCK_GAP = 0.15
-HW_HELD = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake_slowdown": "HW power brake"}
-_REASON_TEXT = dict(HW_HELD, sw_thermal_slowdown="SW thermal slowdown", sw_power_cap="SW power cap")
+_REASON_TEXT = dict(HW_REASONS, **SW_REASONS)
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -328,30 +329,35 @@ def _held(gpu: dict) -> list:
     return [_REASON_TEXT[r] for r, share in sorted((gpu.get("reasons") or {}).items()) if r in _REASON_TEXT and share >= 0.5]
 
 
+def _clock_share(gpu: dict) -> float | None:
+    """A GPU's SM clock as a share of its maximum (comparable across models), or None where either is unknown."""
+    return gpu["sm_mhz"] / float(gpu["sm_max_mhz"]) if gpu.get("sm_mhz") and gpu.get("sm_max_mhz") else None
+
+
 def gpu_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     """The GPUs the others wait for, from every node's last window of this attempt: {node (of the slowest), gpus
-    ([node, index, MHz]), others (the other busy GPUs' median MHz), text}, or None."""
+    ([node, index, MHz]), others (the other busy GPUs' median share of their maximum clock), text}, or None."""
     busy = [(node, gpu) for node in _current(perfs, now, attempt) for gpu in perfs[node].get("gpus") or []
-            if (gpu.get("util") or 0) >= GPU_BUSY and gpu.get("sm_mhz")]
+            if (gpu.get("util") or 0) >= GPU_BUSY and (gpu.get("reasons") or {}).get("gpu_idle", 0) < 0.5 and _clock_share(gpu)]
     slow = []
     for at, (node, gpu) in enumerate(busy):
-        others = [peer["sm_mhz"] for i, (dummy, peer) in enumerate(busy) if i != at]
-        held = any(HW_HELD.get(r) and share >= 0.5 for r, share in (gpu.get("reasons") or {}).items())
-        if held or (others and gpu["sm_mhz"] < (1 - GPU_CLOCK_GAP) * statistics.median(others)):
+        others = [_clock_share(peer) for i, (dummy, peer) in enumerate(busy) if i != at]
+        held = any(r in HW_REASONS and share >= 0.5 for r, share in (gpu.get("reasons") or {}).items())
+        if held or (others and _clock_share(gpu) < (1 - GPU_CLOCK_GAP) * statistics.median(others)):
             slow.append((node, gpu))
     if not slow:
         return None
-    node, slowest = min(slow, key=lambda found: found[1]["sm_mhz"])
-    rest = [g["sm_mhz"] for n, g in busy if (n, g) not in slow]
-    others = round(statistics.median(rest)) if rest else None
-    named = ", ".join("%s's GPU %d at %d MHz%s%s" % (
-        n, g["index"], round(g["sm_mhz"]), " of %d" % g["sm_max_mhz"] if g.get("sm_max_mhz") else "",
-        " (%s)" % ", ".join(_held(g)) if _held(g) else "") for n, g in slow)
+    node = min(slow, key=lambda found: _clock_share(found[1]))[0]
+    rest = [_clock_share(g) for n, g in busy if (n, g) not in slow]
+    others = round(statistics.median(rest), 3) if rest else None
+    named = ", ".join("%s's GPU %d at %d MHz of %d (%d %%%s)" % (
+        n, g["index"], round(g["sm_mhz"]), g["sm_max_mhz"], round(100 * _clock_share(g)),
+        "; " + ", ".join(_held(g)) if _held(g) else "") for n, g in slow)
     text = ("straggler: %s; %s; every data-parallel step waits for the slowest GPU: check its cooling and power "
             "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); a GPU that stays slow: ask the provider to replace it" % (
-                named, "the job's other busy GPUs at %d MHz (median of %d)" % (others, len(rest)) if rest else "its clocks held back"))
-    return {"node": node, "gpus": [[n, g["index"], g["sm_mhz"]] for n, g in slow], "others": others, "text": text,
-            "sm_mhz": slowest["sm_mhz"]}
+                named, "the job's other busy GPUs at %d %% of their maximum clock (median of %d)" % (round(100 * others), len(rest))
+                if rest else "its clocks held back"))
+    return {"node": node, "gpus": [[n, g["index"], g["sm_mhz"]] for n, g in slow], "others": others, "text": text}
 
 
 def _gpus_busy(perfs: dict, nodes: list) -> str:
@@ -447,8 +453,8 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     nothing could be judged (where stacks are read: not before every node's window holds them, perf.shares). First
     checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would
     read as a straggler. Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in
-    the data loader or a checkpoint, said too), or a GPU slower than its peers (gpu_straggler: a GPU rank's busy share
-    says nothing), then one node's checkpoints or input, then communication, where every
+    the data loader or a checkpoint, said too), then one node's checkpoints or input, then a GPU slower than its peers
+    (gpu_straggler: a GPU rank's busy share says nothing), then communication, where every
     node's ranks wait in collectives (some nodes' waiting alone is a wait for the others), with the node whose link is
     slow where one holds its sends (perf._slow_link) and what the training interface carries."""
     places = shares(perfs, now, attempt)
@@ -467,11 +473,11 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
             lag["text"] += "; %d %% of its ranks' time is in %s" % (round(100 * where[place]), _IN_PLACE[place])
         return dict(lag, kind="straggler")
     current = _current(perfs, now, attempt)
+    if found:  # one node's data or checkpoints: its GPUs idle while it waits, which must not read as a slow GPU
+        return dict(found[0], text=found[0]["text"] + _gpus_busy(perfs, list(current)))
     slow_gpu = gpu_straggler(perfs, now, attempt)
     if slow_gpu:
         return dict(slow_gpu, kind="straggler")
-    if found:
-        return dict(found[0], text=found[0]["text"] + _gpus_busy(perfs, list(current)))
     link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
     found = _bound("collective", places, len(perfs), link.get("text", ""))
     if not found or found["node"] is not None:

@@ -182,7 +182,7 @@ def test_the_clocks_under_load_are_read_and_held_to_the_maximum_and_the_hardware
     named = {(f["gpu"], f["what"]) for f in slow["findings"]}
     assert {(1, "SM clock under load below its bound"), (1, burn_in.HELD), (1, "GEMM below its peers'")} <= named, slow["text"]
     held = next(f for f in slow["findings"] if f["what"] == burn_in.HELD)
-    assert held["figure"] == "645.0 MHz; HW power brake 90 % of the looks" and "56 C under load" in held["fix"]
+    assert held["figure"] == "645.0 MHz; HW Power Brake Slowdown 90 % of the looks" and "56 C under load" in held["fix"]
 
 
 def test_a_gpu_whose_clocks_could_not_be_read_is_said_not_judged():

@@ -24,15 +24,21 @@ def test_a_link_slowed_below_the_ladders_busbw_is_called_slower_than_verified():
     assert rung == {"label": "CPU all-reduce over MPI, all nodes", "busbw_gbps": 0.109}
     assert job_bandwidth.against_ladder(SLOW, rung) == (
         "; against the ladder (CPU all-reduce over MPI, all nodes: 0.109 GB/s busbw on these nodes) the job sends at most "
-        "4.9 MB/s a node, 4 %: the network is slower now than when it was verified (a rate limit, a neighbour's traffic, "
+        "4.9 MB/s a node in collectives, 4 %: the network is slower now than when it was verified (a rate limit, a neighbour's traffic, "
         "a link renegotiated): verify.yml measures it again")
 
 
 def test_a_job_near_the_ladders_busbw_has_reached_the_networks_limit():
     fast = dict(SLOW, net={n: dict(net, tx_mbps=80.0) for n, net in SLOW["net"].items()})
     assert job_bandwidth.against_ladder(fast, job_bandwidth.ladder_rung(LADDER, NODES)).endswith(
-        "80.0 MB/s a node, 73 %: the job uses the network as fast as the ladder did: the network is the limit (send less "
+        "80.0 MB/s a node in collectives, 73 %: the job uses the network as fast as the ladder did: the network is the limit (send less "
         "per step: gradient accumulation; or a faster network)")
+
+
+def test_the_bytes_count_while_the_ranks_are_in_collectives():
+    # 48 MB/s over a window that node spent 60 % in collectives: 80 MB/s while it sent.
+    part = dict(SLOW, net={n: dict(net, tx_mbps=48.0) for n, net in SLOW["net"].items()}, shares={"node1": 0.6, "node2": 0.9, "node3": 1.0})
+    assert "at most 80.0 MB/s a node in collectives, 73 %" in job_bandwidth.against_ladder(part, job_bandwidth.ladder_rung(LADDER, NODES))
 
 
 def test_nothing_is_said_without_a_ladder_run_on_these_nodes_or_another_class():
@@ -55,9 +61,15 @@ def test_status_ends_the_slow_verdict_with_it():
     assert jobs.status(NODES, reports, {n: n for n in NODES})["verdict"].endswith("(eth1)")
 
 
-def test_no_comparison_where_nccl_went_over_infiniband():
+def test_no_comparison_where_nccl_went_over_rdma_or_its_choice_is_unknown():
     # RDMA's bytes pass no interface counter: the socket traffic alone would read as a network far slower than verified.
-    reports = {n: {"node": n, "run_id": SLOW["run_id"], "now": 100.0, "running": True, "state": "running", "log": [],
-                   "progress": {"step": 3, "points": [], "nccl": {"transports": ["NET/IB", "P2P/CUMEM"]}}} for n in NODES}
-    reports["node1"].update(job={"run_id": SLOW["run_id"], "events": [SLOW]}, supervisor={"slow": SLOW})
-    assert jobs.status(NODES, reports, {n: n for n in NODES}, ladder=LADDER)["verdict"].endswith("(eth1)")
+    def verdict(nccl, gpu=None):
+        reports = {n: {"node": n, "run_id": SLOW["run_id"], "now": 100.0, "running": True, "state": "running", "log": [],
+                       "progress": {"step": 3, "points": [], "nccl": nccl}, "perf": [{"at": 90.0, "busy": 1.0, "gpu": gpu}]} for n in NODES}
+        reports["node1"].update(job={"run_id": SLOW["run_id"], "events": [SLOW]}, supervisor={"slow": SLOW})
+        return jobs.status(NODES, reports, {n: n for n in NODES}, ladder=LADDER)["verdict"]
+    assert verdict({"transports": ["NET/IB", "P2P/CUMEM"]}).endswith("(eth1)")
+    assert verdict({"transports": ["NET/IBext_v8"], "networks": ["IBext_v8"]}).endswith("(eth1)")  # a net plugin's RDMA
+    assert verdict(None, gpu=97.0).endswith("(eth1)")  # GPUs, NCCL's choice not logged (train_nccl_debug null)
+    assert "the network is slower now" in verdict({"transports": ["NET/Socket"]}, gpu=97.0)
+    assert "the network is slower now" in verdict(None)  # no GPUs: Gloo over TCP
