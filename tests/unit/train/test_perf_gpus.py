@@ -122,3 +122,12 @@ def test_an_nvidia_smi_that_does_not_answer_is_left_behind(tmp_path):
     assert reader() is None and reader() is None
     # Killed at the first timeout and not asked again: the runner's loop goes on.
     assert time.monotonic() - start < 5 and reader.off == "nvidia-smi did not answer within 0.3 s"
+
+
+def test_the_runners_own_record_on_the_gpu_machine():
+    """The runner's perf record of two DDP ranks over NCCL on the H100 (tests/fixtures/gpu/perf/SOURCES.md): its GPU
+    read at each look, its history kept; one healthy GPU names no straggler."""
+    record = json.load(open(os.path.join(os.path.dirname(FIXTURE), "h100x1-job-perf.json")))
+    assert record["gpus"][0]["looks"] == 10 and record["gpus"][0]["util"] == 100.0 and len(record["history"]) == 3
+    assert record["history"][-1]["gpu"] == 100.0 and perf.history_point(record)["gpu"] == 100.0
+    assert perf.gpu_straggler({"node1": record}, record["at"] + 1, record["attempt"]) is None

@@ -67,3 +67,14 @@ def test_status_says_it_beside_the_running_job():
     status = jobs.status(["node1", "node2"], reports, {"node1": "10.0.0.1", "node2": "10.0.0.2"})
     assert [f.split(":")[0] for f in status["findings"]] == ["node2"], status["findings"]
     assert status["nodes"]["node1"]["nccl"] == "NET/Socket (eth0, eth1), P2P/CUMEM"
+
+
+def test_a_real_jobs_log_through_the_runner_on_the_gpu_machine():
+    """The job runner's node log on the GPU machine (tests/fixtures/nccl_tests/README.md: two DDP ranks on its H100 as
+    two hosts, NCCL_DEBUG=INFO): what tee kept of it, and status's words for it."""
+    lines = (NCCL_LOGS / "job_h100x1_two_hosts.log").read_text().splitlines()
+    nccl = tee.nccl_summary([line for line in lines if "NCCL " in line])
+    assert (nccl["nccl_version"], nccl["networks"], nccl["transports"], nccl["ib_no_device"], nccl["nnodes"]) == (
+        "2.28.9", ["Socket"], ["NET/Socket"], True, 2), nccl
+    assert nccl_use.said(nccl) == "NET/Socket (eth0)" and nccl_use.socket_despite_rdma("vm", nccl, []) is None
+    assert nccl_use.socket_despite_rdma("vm", nccl, HCA).startswith("vm: the job's NCCL sends between nodes over NET/Socket (eth0)")
