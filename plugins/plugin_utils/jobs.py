@@ -186,16 +186,21 @@ def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events
 
 def _held_to_ladder(slow: dict, ladder: list | None, reports: dict) -> dict:
     """The slow verdict, a communication-bound one ending with the job's bytes against the ladder's busbw on the nodes
-    it runs on now (job_bandwidth; a restart on fewer nodes has no run to compare with). Only where the bytes go through
-    the interface's counters: every node's NCCL over sockets, or a job without GPUs (Gloo's TCP); not where NCCL used
-    InfiniBand or a net plugin (RDMA's bytes pass no counter), nor where its choice is unknown (train_nccl_debug null)."""
+    it runs on now (job_bandwidth; a restart on fewer nodes has no run to compare with), counted where they pass: the
+    training interface where every node's NCCL went over sockets, or for a job without GPUs (Gloo's TCP); the nodes'
+    RDMA port counters where every node's NCCL went over InfiniBand or a net plugin. Not where NCCL's choice is unknown
+    (train_nccl_debug null) or mixed."""
     said = [(r.get("progress") or {}).get("nccl") for r in reports.values()]
     said = [nccl for nccl in said if nccl]
     gpus = any(p.get("gpu") is not None for r in reports.values() for p in r.get("perf") or [])
-    if not (all(nccl_use.over_sockets(nccl) for nccl in said) if said else not gpus):
+    if said and all(nccl_use.over_sockets(nccl) for nccl in said) or not said and not gpus:
+        counted = slow.get("net")
+    elif said and not any(nccl_use.over_sockets(nccl) for nccl in said):
+        counted = slow.get("rdma")
+    else:
         return slow
-    rung = job_bandwidth.ladder_rung(ladder, list(slow.get("net") or {}))
-    return dict(slow, text=slow["text"] + job_bandwidth.against_ladder(slow, rung))
+    rung = job_bandwidth.ladder_rung(ladder, list(counted or {}))
+    return dict(slow, text=slow["text"] + job_bandwidth.against_ladder(dict(slow, net=counted), rung))
 
 
 def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = None, unreachable: list | None = None,

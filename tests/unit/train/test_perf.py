@@ -298,3 +298,22 @@ def test_each_window_carries_the_attempts_earlier_ones_in_brief():
         last = sampler.window()
     # The last HISTORY windows, the newest last: what status and the page show of the node over time.
     assert len(last["history"]) == perf.HISTORY and last["history"][-1]["at"] == clock[0]
+
+
+def test_the_rdma_ports_bytes_are_read_from_their_counters(tmp_path):
+    # An mlx5 port as sysfs shows it: its data counters count 4-octet words.
+    for device, state, rcv, xmit in (("mlx5_0", "4: ACTIVE", 1000, 2500), ("mlx5_1", "1: DOWN", 7, 7)):
+        port = tmp_path / "class" / "infiniband" / device / "ports" / "1"
+        (port / "counters").mkdir(parents=True)
+        for name, text in (("state", state), ("phys_state", "5: LinkUp"), ("rate", "400 Gb/sec (4X NDR)"), ("link_layer", "InfiniBand")):
+            (port / name).write_text(text + "\n")
+        (port / "counters" / "port_rcv_data").write_text("%d\n" % rcv)
+        (port / "counters" / "port_xmit_data").write_text("%d\n" % xmit)
+    assert perf.rdma_bytes(str(tmp_path)) == (4000, 10000)
+    assert perf.rdma_bytes(str(tmp_path / "none")) is None
+    # Communication-bound with RDMA figures: said beside the interface's.
+    waiting = {n: dict(places({"collective": 5}), rdma={"interface": "RDMA ports", "rx_mbps": 20100.0, "tx_mbps": 21000.0})
+               for n in ("node1", "node2")}
+    found = perf.bottleneck(waiting, 105.0, 0)
+    assert found["rdma"]["node1"]["tx_mbps"] == 21000.0 and found["text"].endswith(
+        "; the RDMA ports carry node1 21000.0 MB/s out, 20100.0 in (RDMA ports), node2 21000.0 MB/s out, 20100.0 in (RDMA ports)")

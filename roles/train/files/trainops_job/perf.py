@@ -27,6 +27,7 @@ import statistics
 import time
 
 from ._gpu_load import HW_REASONS, SW_REASONS
+from .comm import read_infiniband
 from ._gpu_load import Window as GpuWindow
 from .processes import read
 from .verdict import BACKWARD_FILES, COLLECTIVE_FILES, DDP_FILE, frames_of
@@ -102,6 +103,24 @@ def net_bytes(pid: int, interface: str, proc: str = "/proc") -> tuple | None:
     return None
 
 
+def rdma_bytes(sysfs: str = "/sys") -> tuple | None:
+    """(received, sent) bytes of this node's active RDMA ports (InfiniBand, RoCE), from their port counters
+    (port_rcv_data and port_xmit_data count 4-octet words); None without an active port. NCCL over InfiniBand moves its
+    bytes there, off the training interface's counters."""
+    total, found = [0, 0], False
+    for port in read_infiniband(sysfs):
+        if port["state"] != "ACTIVE":
+            continue
+        base = "%s/class/infiniband/%s/ports/%s/counters/" % (sysfs, port["device"], port["port"])
+        words = [read(base + name) for name in ("port_rcv_data", "port_xmit_data")]
+        if None in words:
+            continue
+        found = True
+        for i, text in enumerate(words):
+            total[i] += 4 * int(text.strip() or 0)
+    return tuple(total) if found else None
+
+
 def socket_inodes(pid: int, proc: str = "/proc") -> set:
     """The inodes of a process's sockets (its /proc/PID/fd links "socket:[N]")."""
     base, inodes = "%s/%d/fd" % (proc, pid), set()
@@ -163,10 +182,10 @@ def place(stack: list | None, state: str) -> str:
 class Sampler:
     """This node's ranks of one run: their busy shares and CPU use over each window, and where their stacks were."""
 
-    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock=time.time, stack=None, gpus=None):
+    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock=time.time, stack=None, gpus=None, sysfs: str = "/sys"):
         """stack: pid -> (py-spy's JSON dump of the process, or None, and why not), as diagnosis.stack_of; None where the
         node has no py-spy. gpus: () -> every GPU's load now (_gpu_load.Reader), or None where the node has no GPU."""
-        self.proc, self.clock, self.stack, self.stacked, self.gpus = proc, clock, stack, 0.0, gpus
+        self.proc, self.clock, self.stack, self.stacked, self.gpus, self.sysfs = proc, clock, stack, 0.0, gpus, sysfs
         self.marker, self.node = ("TRAINOPS_RUN_ID=%s" % run_id).encode(), ("TRAINOPS_NODE=%s" % node).encode()
         self.known = {}  # pid: its global rank, or None for a process that is no rank of the run
         self.interface = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
@@ -178,6 +197,7 @@ class Sampler:
     def reset(self) -> None:
         self.since, self.samples, self.busy, self.cpu, self.places, self.unread = self.clock(), {}, {}, {}, {}, None
         self.net = None  # (rx bytes, tx bytes, time) of the interface at the window's first look, then at its last
+        self.rdma = None  # the same of the node's active RDMA ports
         self.queued = (0, 0)  # bytes in the ranks' TCP send queues, summed over the looks; the looks
         self.gpu_window = GpuWindow()  # the node's GPUs at each look while its ranks run
 
@@ -234,6 +254,10 @@ class Sampler:
         if counted:
             now = self.clock()
             self.net = (self.net or counted + (now,))[:3] + counted + (now,)
+        counted = rdma_bytes(self.sysfs) if ours and looks else None
+        if counted:
+            now = self.clock()
+            self.rdma = (self.rdma or counted + (now,))[:3] + counted + (now,)
 
     def _look(self, rank: int, pid: int) -> None:
         stack, why = self.stack(pid)
@@ -249,7 +273,8 @@ class Sampler:
         place, where read)}}, first (the attempt's first window), stacks_unread (why a look at a stack failed in the
         window, where one did), net ({interface, rx_mbps, tx_mbps}: MB/s on the training interface, in the ranks'
         network namespace: the node's, or the image's with host networking), queued_kb (KiB waiting in the ranks' TCP send
-        queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends), gpus (each GPU's
+        queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends), rdma ({interface,
+        rx_mbps, tx_mbps} of the node's active RDMA ports, rdma_bytes, where it has one), gpus (each GPU's
         utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window), history (this window and
         the attempt's earlier ones in brief, history_point, the last HISTORY)}; a new window begins."""
         now = self.clock()
@@ -261,10 +286,11 @@ class Sampler:
             if rank in self.places:
                 ranks[str(rank)]["places"] = self.places[rank]
         out = {"at": round(now, 3), "seconds": round(now - self.since, 1), "ranks": ranks, "first": self.first}
-        if self.net and self.net[5] > self.net[2]:
-            seconds = self.net[5] - self.net[2]
-            out["net"] = {"interface": self.interface, "rx_mbps": round((self.net[3] - self.net[0]) / seconds / 1e6, 3),
-                          "tx_mbps": round((self.net[4] - self.net[1]) / seconds / 1e6, 3)}
+        for key, seen, interface in (("net", self.net, self.interface), ("rdma", self.rdma, "RDMA ports")):
+            if seen and seen[5] > seen[2]:
+                seconds = seen[5] - seen[2]
+                out[key] = {"interface": interface, "rx_mbps": round((seen[3] - seen[0]) / seconds / 1e6, 3),
+                            "tx_mbps": round((seen[4] - seen[1]) / seconds / 1e6, 3)}
         if self.queued[1]:
             out["queued_kb"] = round(self.queued[0] / self.queued[1] / 1024.0, 1)
         gpus = self.gpu_window.figures()
@@ -486,11 +512,12 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
         return None
     if link:
         found.update(node=link["node"], queued=link["queued"])
-    nets = {n: perfs[n]["net"] for n in current if perfs[n].get("net")}
-    if nets:
-        # What the job gets of the training interface: against the ladder's busbw on these nodes, or the link's speed.
-        found["text"] += "; the training interface carries %s" % ", ".join(
-            "%s %.1f MB/s out, %.1f in (%s)" % (n, net["tx_mbps"], net["rx_mbps"], net["interface"]) for n, net in sorted(nets.items()))
-        found["net"] = nets
+    for key, what in (("net", "the training interface carries"), ("rdma", "the RDMA ports carry")):
+        nets = {n: perfs[n][key] for n in current if perfs[n].get(key)}
+        if nets:
+            # What the job gets of the network (status holds it against the ladder's busbw on these nodes).
+            found["text"] += "; %s %s" % (what, ", ".join("%s %.1f MB/s out, %.1f in (%s)" % (
+                n, net["tx_mbps"], net["rx_mbps"], net["interface"]) for n, net in sorted(nets.items())))
+            found[key] = nets
     found["text"] += _gpus_busy(perfs, list(current))
     return found

@@ -68,8 +68,25 @@ def test_no_comparison_where_nccl_went_over_rdma_or_its_choice_is_unknown():
                        "progress": {"step": 3, "points": [], "nccl": nccl}, "perf": [{"at": 90.0, "busy": 1.0, "gpu": gpu}]} for n in NODES}
         reports["node1"].update(job={"run_id": SLOW["run_id"], "events": [SLOW]}, supervisor={"slow": SLOW})
         return jobs.status(NODES, reports, {n: n for n in NODES}, ladder=LADDER)["verdict"]
-    assert verdict({"transports": ["NET/IB", "P2P/CUMEM"]}).endswith("(eth1)")
+    assert verdict({"transports": ["NET/IB", "P2P/CUMEM"]}).endswith("(eth1)")  # no RDMA counters read: nothing said
     assert verdict({"transports": ["NET/IBext_v8"], "networks": ["IBext_v8"]}).endswith("(eth1)")  # a net plugin's RDMA
     assert verdict(None, gpu=97.0).endswith("(eth1)")  # GPUs, NCCL's choice not logged (train_nccl_debug null)
     assert "the network is slower now" in verdict({"transports": ["NET/Socket"]}, gpu=97.0)
     assert "the network is slower now" in verdict(None)  # no GPUs: Gloo over TCP
+
+
+def test_over_infiniband_the_rdma_ports_bytes_are_held_to_the_ladder():
+    """NCCL over NET/IB: the nodes' RDMA port counters (perf.rdma_bytes) are what the job sends, against NCCL's
+    all-node rung."""
+    rdma = {n: {"interface": "RDMA ports", "rx_mbps": 20000.0, "tx_mbps": 21000.0} for n in NODES}
+    slow = dict(SLOW, rdma=rdma)
+    ladder = [{"rung": "all", "label": "all nodes", "runs": [{"hosts": NODES, "busbw_gbps": 45.0}]}]
+    reports = {n: {"node": n, "run_id": SLOW["run_id"], "now": 100.0, "running": True, "state": "running", "log": [],
+                   "progress": {"step": 3, "points": [], "nccl": {"transports": ["NET/IB", "P2P/CUMEM"]}},
+                   "perf": [{"at": 90.0, "gpu": 97.0}]} for n in NODES}
+    reports["node1"].update(job={"run_id": SLOW["run_id"], "events": [slow]}, supervisor={"slow": slow})
+    verdict = jobs.status(NODES, reports, {n: n for n in NODES}, ladder=ladder)["verdict"]
+    assert verdict.endswith("; against the ladder (all nodes: 45 GB/s busbw on these nodes) the job sends at most 21000.0 MB/s "
+                            "a node in collectives, 47 %: the network is slower now than when it was verified (a rate limit, "
+                            "a neighbour's traffic, a link renegotiated): verify.yml measures it again"), verdict
+
