@@ -89,4 +89,3 @@ def test_over_infiniband_the_rdma_ports_bytes_are_held_to_the_ladder():
     assert verdict.endswith("; against the ladder (all nodes: 45 GB/s busbw on these nodes) the job sends at most 21000.0 MB/s "
                             "a node in collectives, 47 %: the network is slower now than when it was verified (a rate limit, "
                             "a neighbour's traffic, a link renegotiated): verify.yml measures it again"), verdict
-
