@@ -7,7 +7,7 @@ Everything here takes text (or, for read_infiniband, a directory root) and retur
 comm_facts module stays thin and the parsers are tested against recorded outputs.
 
 Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, image_facts), and with
-the job runner (roles/train/files/trainops_job links this file: read_infiniband for its report).
+the job runner (roles/train/files/trainops_job links this file: read_infiniband for its RDMA ports).
 """
 
 from __future__ import annotations

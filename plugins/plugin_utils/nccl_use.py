@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The network a running job's NCCL chose, judged against what each node has: what its ranks' NCCL said (their
 NCCL_DEBUG=INFO lines, summed up by the node's runner: trainops_job/tee.nccl_summary) and the node's active RDMA ports
-(trainops_job/report.rdma_ports). NET/Socket between nodes while InfiniBand or RoCE is up is the slow path the field
+(trainops_job/perf.rdma_ports, in its report). NET/Socket between nodes while InfiniBand or RoCE is up is the slow path the field
 guides name first; the ladder judges nccl-tests' runs the same way (nccl_tests/rung_verdict)."""
 
 from __future__ import annotations

@@ -232,11 +232,11 @@ def test_what_the_ranks_nccl_said_reaches_the_progress_record(cluster):
 
 
 def test_the_report_lists_the_nodes_active_rdma_ports(tmp_path):
-    from trainops_job import report
+    from trainops_job import perf
     for device, state in (("mlx5_0", "4: ACTIVE"), ("mlx5_1", "1: DOWN")):
         port = tmp_path / "class" / "infiniband" / device / "ports" / "1"
         port.mkdir(parents=True)
         for name, text in (("state", state), ("phys_state", "5: LinkUp"), ("rate", "400 Gb/sec (4X NDR)"), ("link_layer", "InfiniBand")):
             (port / name).write_text(text + "\n")
-    assert report.rdma_ports(str(tmp_path)) == [{"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "rate_gbps": 400.0}]
-    assert report.rdma_ports(str(tmp_path / "none")) == []
+    assert perf.rdma_ports(str(tmp_path)) == [{"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "rate_gbps": 400.0}]
+    assert perf.rdma_ports(str(tmp_path / "none")) == []

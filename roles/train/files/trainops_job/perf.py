@@ -103,14 +103,19 @@ def net_bytes(pid: int, interface: str, proc: str = "/proc") -> tuple | None:
     return None
 
 
+def rdma_ports(sysfs: str = "/sys") -> list:
+    """This node's active RDMA ports ([{device, port, link_layer, rate_gbps}]: InfiniBand or RoCE): the node's report
+    lists them (NCCL's choice of network is held against them) and rdma_bytes reads their counters."""
+    return [{key: port[key] for key in ("device", "port", "link_layer", "rate_gbps")}
+            for port in read_infiniband(sysfs) if port["state"] == "ACTIVE"]
+
+
 def rdma_bytes(sysfs: str = "/sys") -> tuple | None:
     """(received, sent) bytes of this node's active RDMA ports (InfiniBand, RoCE), from their port counters
     (port_rcv_data and port_xmit_data count 4-octet words); None without an active port. NCCL over InfiniBand moves its
     bytes there, off the training interface's counters."""
     total, found = [0, 0], False
-    for port in read_infiniband(sysfs):
-        if port["state"] != "ACTIVE":
-            continue
+    for port in rdma_ports(sysfs):
         base = "%s/class/infiniband/%s/ports/%s/counters/" % (sysfs, port["device"], port["port"])
         words = [read(base + name) for name in ("port_rcv_data", "port_xmit_data")]
         if None in words:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from . import comm, lifecycle, records
+from . import lifecycle, perf, records
 
 LOG_LINES = 80  # enough for torchrun's failure summary, which names the rank that died
 
@@ -27,18 +27,11 @@ def log_tail(path: str, lines: int = LOG_LINES, chunk: int = 65536) -> list:
     return text.splitlines()[-lines:]
 
 
-def rdma_ports(sysfs: str = "/sys") -> list:
-    """This node's active RDMA ports ([{device, port, link_layer, rate_gbps}]: InfiniBand or RoCE), for NCCL's choice of
-    network to be held against them."""
-    return [{key: port[key] for key in ("device", "port", "link_layer", "rate_gbps")}
-            for port in comm.read_infiniband(sysfs) if port["state"] == "ACTIVE"]
-
-
 def report(job: records.Job, clock=time.time) -> dict:
     """{node, run_id, now, state, running, standby (a spare not brought in: waiting, or ended so), failed (ended non-zero
     on its own, for good), rc, stopped_by, started, ended, not_restarted (why a failed part ended with no restart),
     attempt, progress: {step, step_at, loss, points, nccl (tee.nccl_summary)} or None, log: [last lines], log_path,
-    rdma_ports (this node's active ones: rdma_ports), perf (its ranks' windows in brief: perf.history_point)}, and the
+    rdma_ports (this node's active ones: perf.rdma_ports), perf (its ranks' windows in brief: perf.history_point)}, and the
     job's: its record (job: with its events), its folder
     (dir), the supervisor's view (supervisor) and its records ({name: kind}, what collect copies), read from shared storage by every node, so
     that any node tells them when the first is gone."""
@@ -59,7 +52,7 @@ def report(job: records.Job, clock=time.time) -> dict:
            "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),
            "ended": (ended or {}).get("ended"), "not_restarted": (ended or {}).get("not_restarted"),
            "progress": job.of_this_run(job.node_path("progress")), "log": log_tail(job.node_path("log")), "log_path": job.node_path("log"),
-           "rdma_ports": rdma_ports(), "perf": (job.of_this_run(job.node_path("perf")) or {}).get("history") or []}
+           "rdma_ports": perf.rdma_ports(), "perf": (job.of_this_run(job.node_path("perf")) or {}).get("history") or []}
     record = job.read(records.JOB_RECORD)
     kinds = {name: records.record_kind(name, job.members) for name in _listing(job.dir)}
     out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
