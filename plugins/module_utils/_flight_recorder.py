@@ -2,9 +2,11 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """NCCL's flight recorder (torch >= 2.2): a rank's last collectives, dumped on NCCL's watchdog timeout or when asked
-through the rank's pipe (torch >= 2.3), read back as plain data and summarised (where the rank waits).
+through the rank's pipe (torch >= 2.3), read back as plain data and summarised: where the rank waits, and with
+TORCH_NCCL_ENABLE_TIMING what its collectives took.
 
-Node side: the job runner's stall diagnosis (roles/train/files/trainops_job links this file); standard library only.
+Node side: the job runner's stall diagnosis and its sampler (roles/train/files/trainops_job links this file); standard
+library only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ class _PlainData(pickle.Unpickler):
 
     def find_class(self, module, name):
         raise pickle.UnpicklingError("%s.%s in a flight-recorder dump: only plain data is read" % (module, name))
+
+
+def load_dump(path: str) -> dict:
+    """A flight-recorder dump as plain data (see _PlainData)."""
+    with open(path, "rb") as handle:
+        return _PlainData(handle).load()
 
 
 def flight_paths(pid: int, env: dict, rank: int, proc: str = "/proc") -> tuple:
@@ -65,8 +73,7 @@ def mtime(path: str) -> float | None:
 def read_dump(path: str, now: float) -> dict:
     """A rank's flight-recorder dump, summarised: where it waits is its oldest collective not completed (scheduled or
     started), else its last one. {entries, pending, collective: {op, seq, state, group, age_seconds}, groups, nccl}."""
-    with open(path, "rb") as handle:
-        dump = _PlainData(handle).load()
+    dump = load_dump(path)
     entries = dump.get("entries") or []
     pending = [e for e in entries if e.get("state") != "completed"]
     entry = pending[0] if pending else (entries[-1] if entries else None)
@@ -102,3 +109,76 @@ def flight_recorder(asked: dict, wait: float = FLIGHT_WAIT, sleep=time.sleep, cl
         if not fresh:
             out[rank]["why_not_fresh"] = why or "no new dump within %d s" % wait
     return out
+
+
+# Bytes of an element of each dtype as the flight recorder names it (c10's ScalarType names).
+_DTYPE_BYTES = {"Double": 8, "Float": 4, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2, "Char": 1, "Byte": 1,
+                "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
+                "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8}
+# nccl-tests' busbw: the bytes each rank moves over its slowest link, from the collective's size (its larger buffer:
+# an all-gather's output, a reduce-scatter's input) and the group's size n.
+_BUS_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "allreduce_coalesced": lambda n: 2.0 * (n - 1) / n,
+               "all_gather": lambda n: (n - 1.0) / n, "_allgather_base": lambda n: (n - 1.0) / n,
+               "all_gather_into_tensor_coalesced": lambda n: (n - 1.0) / n, "reduce_scatter": lambda n: (n - 1.0) / n,
+               "_reduce_scatter_base": lambda n: (n - 1.0) / n, "reduce_scatter_tensor_coalesced": lambda n: (n - 1.0) / n,
+               "all_to_all": lambda n: (n - 1.0) / n, "alltoall_base": lambda n: (n - 1.0) / n,
+               "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "send": lambda n: 1.0, "recv": lambda n: 1.0}
+# Sizes kept per rank in the summary: the ones that took the most time.
+TOP_SIZES = 3
+
+
+def _bytes(sizes: list, dtypes: list) -> int:
+    total = 0
+    for shape, dtype in zip(sizes or [], dtypes or []):
+        count = 1
+        for dim in shape:
+            count *= dim
+        total += count * _DTYPE_BYTES.get(dtype, 0)
+    return total
+
+
+def _group_size(dump: dict, entry: dict) -> int | None:
+    """The number of ranks in an entry's process group, from the dump's pg_config ("ranks": "[0, 1, 2]")."""
+    name = (entry.get("process_group") or ("",))[0]
+    ranks = str(((dump.get("pg_config") or {}).get(name) or {}).get("ranks") or "")
+    return ranks.count(",") + 1 if ranks.strip("[] ") else None
+
+
+def collective_times(dump: dict, after: int = -1) -> dict:
+    """What NCCL's collectives took in a rank's flight-recorder dump (torch >= 2.3 with TORCH_NCCL_ENABLE_TIMING=1: each
+    completed entry's duration_ms, from CUDA events around its kernel), over the entries after record `after`:
+    {last (the newest record read), calls, ms (their sum), sizes: [{op, bytes (a call's), calls, ms (the median
+    call's), busbw_gbps (nccl-tests' busbw of the median call), group}] (the TOP_SIZES sizes that took the most time),
+    lost (records after `after` the ring buffer no longer holds), span_s (from the first call read to the last's end)}.
+    A call's time runs from its kernel's start to its end on this rank: it includes the wait for the other ranks to
+    arrive, so the rank the others wait for shows the shortest calls, and the job's network is nearest the fastest
+    rank's busbw."""
+    timed = [e for e in dump.get("entries") or [] if e.get("record_id", -1) > after and e.get("duration_ms") is not None
+             and e.get("state") == "completed"]
+    last = max([after] + [e.get("record_id", -1) for e in dump.get("entries") or [] if e.get("duration_ms") is not None])
+    groups = {}
+    for entry in timed:
+        op = str(entry.get("profiling_name", "?")).rsplit(":", maxsplit=1)[-1]
+        size = max(_bytes(entry.get("input_sizes"), entry.get("input_dtypes")),
+                   _bytes(entry.get("output_sizes"), entry.get("output_dtypes")))
+        groups.setdefault((op, size, _group_size(dump, entry)), []).append(float(entry["duration_ms"]))
+    sizes = []
+    for (op, size, ranks), times in groups.items():
+        times.sort()
+        median = times[len(times) // 2]
+        factor = _BUS_FACTOR.get(op)
+        busbw = size / (median / 1e3) / 1e9 * factor(ranks) if factor and ranks and ranks > 1 and median > 0 else None
+        sizes.append({"op": op, "bytes": size, "calls": len(times), "ms": round(median, 3), "total_ms": sum(times),
+                      "busbw_gbps": round(busbw, 4) if busbw is not None else None, "group": ranks})
+    sizes.sort(key=lambda found: -found["total_ms"])
+    for found in sizes:
+        found["total_ms"] = round(found["total_ms"], 1)
+    held = [e.get("record_id", -1) for e in dump.get("entries") or []]
+    lost = max(0, min(held) - after - 1) if held and min(held) > after else 0
+    # A call's end: when the watchdog found it completed (the GPU may run behind the calls' creation), else its creation
+    # and duration.
+    starts = [(e["time_created_ns"], e.get("time_discovered_completed_ns") or e["time_created_ns"] + e["duration_ms"] * 1e6)
+              for e in timed if e.get("time_created_ns")]
+    span = (max(end for dummy, end in starts) - min(start for start, dummy in starts)) / 1e9 if starts else None
+    return {"last": last, "calls": len(timed), "ms": round(sum(sum(t) for t in groups.values()), 1), "sizes": sizes[:TOP_SIZES],
+            "lost": lost, "span_s": round(span, 3) if span is not None else None}

@@ -26,16 +26,25 @@ def ladder_rung(steps: list | None, nodes: list) -> dict | None:
 def against_ladder(slow: dict | None, rung: dict | None) -> str:
     """The words a communication-bound verdict ends with: the most any node sends while its ranks are in collectives
     (MB/s over the runners' window divided by the window's share in collectives: the rest of the window sends little)
-    against the ladder's busbw; "" where either is missing."""
-    nets = (slow or {}).get("net") or {}
-    if (slow or {}).get("kind") != "communication-bound" or not nets or not rung:
+    against the ladder's busbw, or where the job times NCCL's collectives the busbw they reached; "" where either is
+    missing."""
+    nets, nccl = (slow or {}).get("net") or {}, (slow or {}).get("nccl")
+    if (slow or {}).get("kind") != "communication-bound" or not (nets or nccl) or not rung:
         return ""
+    if nccl:
+        # NCCL's own times (train_collective_timing): the busbw its collective reached, nccl-tests' figure itself.
+        share = nccl["busbw_gbps"] / rung["busbw_gbps"]
+        return "; against the ladder (%s: %.3g GB/s busbw on these nodes, at its largest size) NCCL's %s of %.3g MB reached %.3g GB/s, %d %%: %s" % (
+            rung["label"], rung["busbw_gbps"], nccl["op"], nccl["bytes"] / 1e6, nccl["busbw_gbps"], round(100 * share), _meaning(share))
     shares = slow.get("shares") or {}
     sent = max(net["tx_mbps"] / (shares.get(node) or 1.0) for node, net in nets.items())
     share = sent / (rung["busbw_gbps"] * 1000.0)
-    meaning = ("the network is slower now than when it was verified (a rate limit, a neighbour's traffic, a link "
-               "renegotiated): verify.yml measures it again" if share < SLOWER else
-               "the job uses the network as fast as the ladder did: the network is the limit (send less per step: gradient "
-               "accumulation; or a faster network)")
     return "; against the ladder (%s: %.3g GB/s busbw on these nodes) the job sends at most %.1f MB/s a node in collectives, %d %%: %s" % (
-        rung["label"], rung["busbw_gbps"], sent, round(100 * share), meaning)
+        rung["label"], rung["busbw_gbps"], sent, round(100 * share), _meaning(share))
+
+
+def _meaning(share: float) -> str:
+    return ("the network is slower now than when it was verified (a rate limit, a neighbour's traffic, a link "
+            "renegotiated): verify.yml measures it again" if share < SLOWER else
+            "the job uses the network as fast as the ladder did: the network is the limit (send less per step: gradient "
+            "accumulation; or a faster network)")

@@ -189,7 +189,10 @@ def _held_to_ladder(slow: dict, ladder: list | None, reports: dict) -> dict:
     it runs on now (job_bandwidth; a restart on fewer nodes has no run to compare with), counted where they pass: the
     training interface where every node's NCCL went over sockets, or for a job without GPUs (Gloo's TCP); the nodes'
     RDMA port counters where every node's NCCL went over InfiniBand or a net plugin. Not where NCCL's choice is unknown
-    (train_nccl_debug null) or mixed."""
+    (train_nccl_debug null) or mixed. Where the job timed NCCL's collectives, the busbw they reached, whatever the
+    network."""
+    if slow.get("nccl"):
+        return dict(slow, text=slow["text"] + job_bandwidth.against_ladder(slow, job_bandwidth.ladder_rung(ladder, list(slow.get("shares") or {}))))
     said = [(r.get("progress") or {}).get("nccl") for r in reports.values()]
     said = [nccl for nccl in said if nccl]
     gpus = any(p.get("gpu") is not None for r in reports.values() for p in r.get("perf") or [])

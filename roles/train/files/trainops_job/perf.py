@@ -22,10 +22,12 @@ straggler is named for ranks that compute on the CPU; the stack classes hold for
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import statistics
 import time
 
+from ._flight_recorder import FLIGHT_WAIT, ask_dump, collective_times, flight_paths, load_dump, mtime
 from ._gpu_load import HW_REASONS, SW_REASONS
 from .comm import read_infiniband
 from ._gpu_load import Window as GpuWindow
@@ -70,6 +72,16 @@ QUEUED_RATIO = 4
 GPU_BUSY = 50
 GPU_CLOCK_GAP = 0.15
 _REASON_TEXT = dict(HW_REASONS, **SW_REASONS)
+# Seconds between two dumps asked of a rank's flight recorder for its collectives' times (train_collective_timing): one
+# a window. Neither the timing nor a dump every 10 s moved a step on the GPU machine (tests/device/bin/
+# device-collective-timing: 24.31 steps/s without, 24.31 with timing, 24.35 with the dumps).
+TIMING_EVERY = WINDOW
+# A straggler from NCCL's own times: the node whose ranks spend the least of their time in collectives while the other
+# nodes' (their median) spend at least NCCL_WAIT and GAP more: a collective's time on a rank includes its wait for the
+# last rank to arrive, so the ranks the others wait for show the shortest.
+NCCL_WAIT = 0.4
+# The variables of a rank that name its flight recorder's pipe and dump file (flight_paths).
+_TIMING_VARS_B = (b"TORCH_NCCL_DEBUG_INFO_PIPE_FILE=", b"TORCH_FR_DUMP_TEMP_FILE=", b"TORCH_NCCL_DEBUG_INFO_TEMP_FILE=")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -197,6 +209,7 @@ class Sampler:
         self.first = True  # the attempt's first window: its start (imports, the rendezvous, a checkpoint's load) in it
         self.tables = ()  # the /proc/net tables that held the ranks' TCP sockets (send_queue)
         self.history = []  # the attempt's windows in brief (history_point), the last HISTORY
+        self.timing = {}  # rank: its flight recorder's pipe and dump, the last record read, and an ask under way
         self.reset()
 
     def reset(self) -> None:
@@ -205,6 +218,7 @@ class Sampler:
         self.rdma = None  # the same of the node's active RDMA ports
         self.queued = (0, 0)  # bytes in the ranks' TCP send queues, summed over the looks; the looks
         self.gpu_window = GpuWindow()  # the node's GPUs at each look while its ranks run
+        self.timed = {}  # rank: its collectives' times read in this window (collective_times, and the seconds they span)
 
     def due(self) -> bool:
         """Whether the window is over (and held a sample)."""
@@ -218,6 +232,11 @@ class Sampler:
             self.known[pid] = int(rank) if ours and rank and rank.isdigit() else None
             if self.known[pid] is not None and self.interface is None:
                 self.interface = interface_of(variables)
+            if self.known[pid] is not None and b"TORCH_NCCL_ENABLE_TIMING=1" in variables:
+                env = dict(v.decode("utf-8", "replace").split("=", 1) for v in variables if v.startswith(_TIMING_VARS_B))
+                pipe, dump = flight_paths(pid, env, self.known[pid], self.proc)
+                if pipe and dump:
+                    self.timing[self.known[pid]] = {"pipe": pipe, "dump": dump, "last": -1, "asked": None, "since": self.clock()}
         return self.known[pid]
 
     def sample(self) -> None:
@@ -263,6 +282,36 @@ class Sampler:
         if counted:
             now = self.clock()
             self.rdma = (self.rdma or counted + (now,))[:3] + counted + (now,)
+        if looks:
+            self._time_collectives({rank for rank in self.known.values() if rank is not None})
+
+    def _time_collectives(self, alive: set) -> None:
+        """Asks each rank's flight recorder for a dump once in TIMING_EVERY seconds (through its pipe: the rank goes on),
+        and reads the times of the collectives it completed since the last dump read once the dump is written."""
+        now = self.clock()
+        for rank, state in self.timing.items():
+            if rank not in alive:
+                continue
+            if state["asked"] is None:
+                if now - state["since"] >= TIMING_EVERY and not ask_dump(state["pipe"]):
+                    state["asked"] = (mtime(state["dump"]), now)
+                continue
+            before, at = state["asked"]
+            if mtime(state["dump"]) in (None, before):
+                state["asked"] = None if now - at > FLIGHT_WAIT else state["asked"]  # not answered: asked again later
+                continue
+            try:
+                times = collective_times(load_dump(state["dump"]), state["last"])
+            except (OSError, EOFError, ValueError, TypeError, AttributeError, KeyError, pickle.UnpicklingError):
+                # Read while the rank still writes it (torch writes the file in place): read again at the next look.
+                state["asked"] = None if now - at > FLIGHT_WAIT else state["asked"]
+                continue
+            state.update(asked=None, last=times["last"])
+            # Where the ring buffer (train_flight_recorder_entries) dropped calls since the last dump, the share is
+            # taken over the calls it still held.
+            seconds = times["span_s"] if times["lost"] and times["span_s"] else now - state["since"]
+            self.timed[rank] = dict(times, seconds=round(seconds, 1))
+            state["since"] = now
 
     def _look(self, rank: int, pid: int) -> None:
         stack, why = self.stack(pid)
@@ -280,8 +329,10 @@ class Sampler:
         network namespace: the node's, or the image's with host networking), queued_kb (KiB waiting in the ranks' TCP send
         queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends), rdma ({interface,
         rx_mbps, tx_mbps} of the node's active RDMA ports, rdma_bytes, where it has one), gpus (each GPU's
-        utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window), history (this window and
-        the attempt's earlier ones in brief, history_point, the last HISTORY)}; a new window begins."""
+        utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window), collectives ({rank:
+        _flight_recorder.collective_times of the dump read in the window, with seconds (the time since the rank's last
+        one) and share (the share of that time in NCCL's collectives)}, where the job times them), history (this window
+        and the attempt's earlier ones in brief, history_point, the last HISTORY)}; a new window begins."""
         now = self.clock()
         ranks = {}
         for rank, count in sorted(self.samples.items()):
@@ -301,6 +352,10 @@ class Sampler:
         gpus = self.gpu_window.figures()
         if gpus:
             out["gpus"] = gpus
+        if self.timed:
+            out["collectives"] = {str(rank): dict(times, share=round(min(1.0, times["ms"] / 1e3 / times["seconds"]), 3)
+                                                  if times["seconds"] > 0 else None)
+                                  for rank, times in sorted(self.timed.items())}
         self.history = (self.history + [history_point(out)])[-HISTORY:]
         out["history"] = self.history
         self.first = False
@@ -476,6 +531,79 @@ def _slow_link(queued: dict) -> dict | None:
     return {"node": node, "queued": queued, "text": text}
 
 
+def _nccl_shares(perfs: dict, nodes: list) -> dict:
+    """{node: its ranks' mean share of the time in NCCL's collectives}, for the nodes whose windows hold their flight
+    recorders' times (train_collective_timing)."""
+    out = {}
+    for node in nodes:
+        found = [times["share"] for times in (perfs[node].get("collectives") or {}).values() if times.get("share") is not None]
+        if found:
+            out[node] = round(statistics.mean(found), 3)
+    return out
+
+
+def nccl_busbw(perfs: dict, nodes: list) -> dict | None:
+    """The busbw NCCL's collectives reached on these nodes: of the collective and size that took the most time over
+    all their ranks, the fastest rank's ({op, bytes, ms, busbw_gbps, node, rank}; the others' calls include their wait
+    for it); None without timings."""
+    totals, best = {}, {}
+    for node in nodes:
+        for rank, times in sorted((perfs[node].get("collectives") or {}).items()):
+            for size in times.get("sizes") or []:
+                key = (size["op"], size["bytes"])
+                totals[key] = totals.get(key, 0.0) + size["total_ms"]
+                if size.get("busbw_gbps") is not None and (key not in best or size["busbw_gbps"] > best[key]["busbw_gbps"]):
+                    best[key] = dict(size, node=node, rank=int(rank))
+    timed = [key for key in totals if key in best]
+    return best[max(timed, key=totals.get)] if timed else None
+
+
+def size_text(count: int) -> str:
+    """1536 -> "1.5 KiB", 67125248 -> "64 MiB": a collective's size as nccl-tests' users read it."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return "%.3g %s" % (count / float(scale), unit)
+    return "%d B" % count
+
+
+def nccl_text(found: dict | None) -> str:
+    """"; NCCL's all_reduce of 64 MiB: 39.9 ms a call, 1.68 GB/s busbw (node1's rank 0, the fastest)", or ""."""
+    if not found:
+        return ""
+    return "; NCCL's %s of %s: %.3g ms a call, %.3g GB/s busbw (%s's rank %d, the fastest)" % (
+        found["op"], size_text(found["bytes"]), found["ms"], found["busbw_gbps"], found["node"], found["rank"])
+
+
+def nccl_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
+    """The node the others wait for, from NCCL's own times (train_collective_timing): its ranks spend the least of their
+    time in collectives, the other nodes' at least NCCL_WAIT and GAP more; {node, share, others, text}, or None. It
+    names a GPU job's straggler, whose ranks' busy shares say nothing (they spin in CUDA's calls)."""
+    shares = _nccl_shares(perfs, list(_current(perfs, now, attempt)))
+    if len(shares) < 2:
+        return None
+    node = min(shares, key=shares.get)
+    others = statistics.median(v for n, v in shares.items() if n != node)
+    if others < NCCL_WAIT or others - shares[node] < GAP:
+        return None
+    text = ("straggler: %s's ranks spend %d %% of the time in NCCL's collectives, the other nodes' %d %%: they wait there "
+            "for it (each call's time, NCCL's flight recorder); look at what %s does between collectives (its GPUs' clocks, "
+            "its data, its CPU)" % (node, round(100 * shares[node]), round(100 * others), node))
+    return {"node": node, "share": shares[node], "others": others, "shares": shares, "text": text}
+
+
+def _nccl_bound(perfs: dict, nodes: list, said: str) -> dict | None:
+    """Communication-bound from NCCL's own times: every node's ranks (more than one node) in collectives at least
+    BOUND["collective"] of the time, as the stacks' class says it."""
+    shares = _nccl_shares(perfs, nodes)
+    if len(shares) < 2 or len(shares) < len(perfs) or min(shares.values()) < BOUND["collective"]:
+        return None
+    name, doing, advice = _BOUND_TEXT["collective"]
+    figures = ", ".join("%s %d %%" % (n, round(100 * shares[n])) for n in sorted(shares))
+    text = "%s: every node's ranks %s %d-%d %% of the time (%s; NCCL's flight recorder)%s; %s" % (
+        name, doing, round(100 * min(shares.values())), round(100 * max(shares.values())), figures, said, advice)
+    return {"kind": name, "node": None, "share": max(shares.values()), "shares": shares, "text": text}
+
+
 _IN_PLACE = {"input": "the data loader", "checkpoint": "checkpoints' saves and loads"}
 
 
@@ -485,9 +613,10 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would
     read as a straggler. Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in
     the data loader or a checkpoint, said too), then one node's checkpoints or input, then a GPU slower than its peers
-    (gpu_straggler: a GPU rank's busy share says nothing), then communication, where every
-    node's ranks wait in collectives (some nodes' waiting alone is a wait for the others), with the node whose link is
-    slow where one holds its sends (perf._slow_link) and what the training interface carries."""
+    (gpu_straggler: a GPU rank's busy share says nothing) or spends the least of its time in NCCL's collectives
+    (nccl_straggler), then communication, where every node's ranks wait in collectives (their stacks, else NCCL's own
+    times; some nodes' waiting alone is a wait for the others), with the node whose link is slow where one holds its
+    sends (perf._slow_link), what the training interface carries and the busbw NCCL's collectives reached."""
     places = shares(perfs, now, attempt)
     if places is None and any(rank.get("places") for ranks in _current(perfs, now, attempt).values() for rank in ranks):
         return None  # stacks are read, but not yet in every node's window: judged with them, at the next windows
@@ -506,11 +635,11 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     current = _current(perfs, now, attempt)
     if found:  # one node's data or checkpoints: its GPUs idle while it waits, which must not read as a slow GPU
         return dict(found[0], text=found[0]["text"] + _gpus_busy(perfs, list(current)))
-    slow_gpu = gpu_straggler(perfs, now, attempt)
+    slow_gpu = gpu_straggler(perfs, now, attempt) or nccl_straggler(perfs, now, attempt)
     if slow_gpu:
         return dict(slow_gpu, kind="straggler")
     link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
-    found = _bound("collective", places, len(perfs), link.get("text", ""))
+    found = _bound("collective", places, len(perfs), link.get("text", "")) or _nccl_bound(perfs, list(current), link.get("text", ""))
     if not found or found["node"] is not None:
         # Some nodes' ranks wait in the collective and another's do not: they wait for that node (stopped, or stuck
         # elsewhere: the stall's diagnosis names it), not for the network, which every rank would wait for.
@@ -524,5 +653,8 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
             found["text"] += "; %s %s" % (what, ", ".join("%s %.1f MB/s out, %.1f in (%s)" % (
                 n, net["tx_mbps"], net["rx_mbps"], net["interface"]) for n, net in sorted(nets.items())))
             found[key] = nets
+    busbw = nccl_busbw(perfs, list(current))
+    if busbw:
+        found.update(nccl=busbw, text=found["text"] + nccl_text(busbw))
     found["text"] += _gpus_busy(perfs, list(current))
     return found

@@ -50,6 +50,10 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
     # NCCL's choice of network and transports, logged as each communicator is set up (train_nccl_debug): the node's
     # log carries it, tee sums it up for status.
     nccl = {"NCCL_DEBUG": conf["nccl_debug"]} if conf.get("nccl_debug") else {}
+    # The flight recorder times each collective (CUDA events around its kernel); the sampler reads the times from a dump
+    # it asks for once a window (perf.Sampler): train_collective_timing.
+    if conf.get("collective_timing") and conf["flight_recorder_entries"] > 0:
+        nccl["TORCH_NCCL_ENABLE_TIMING"] = "1"
     return dict(nccl, **{
         "TRAINOPS_RUN_ID": job.run_id, "TRAINOPS_NODE": node, "TRAINOPS_JOB": job.name, "TRAINOPS_ATTEMPT": str(attempt),
         "TRAINOPS_CHECKPOINT_DIR": checkpoint_dir(job, nodes),
