@@ -8,7 +8,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.trainops.cluster.plugins.module_utils import mesh
-from ansible_collections.trainops.cluster.plugins.plugin_utils import authorized_keys, inventory, reachability
+from ansible_collections.trainops.cluster.plugins.plugin_utils import authorized_keys, inventory, reachability, storage_peers
 
 
 def by_node(nodes, hostvars, path, default=None):
@@ -46,6 +46,10 @@ def storage_round_trip_errors(trip):
     return inventory.storage_round_trip_errors(dict(trip))
 
 
+def storage_slower_than_peers(reads, fraction, path, server=None):
+    return storage_peers.slower_than_peers(dict(reads), float(fraction), str(path), server or None)
+
+
 def reachability_matrix(results_by_source, nodes, arrow="->"):
     return reachability.summarize(dict(results_by_source), list(nodes), arrow=arrow)
 
@@ -67,4 +71,5 @@ class FilterModule:
             "reachability_matrix": reachability_matrix,
             "ssh_mesh_logins": ssh_mesh_logins,
             "storage_round_trip_errors": storage_round_trip_errors,
+            "storage_slower_than_peers": storage_slower_than_peers,
         }

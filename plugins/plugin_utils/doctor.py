@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils import gpu_health, inventory
+from ansible_collections.trainops.cluster.plugins.plugin_utils import gpu_health, inventory, storage_peers
 from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm as slurm_state
 
 # Xid errors that an application causes (bad memory access, a kernel of its own killed): worth a look, not a drain.
@@ -236,11 +236,12 @@ def limits(node, shm_bytes, memlock, where, min_shm_bytes):
     return out or [finding("limits", node, "ok", "/dev/shm %d MiB, memlock %s %s" % (shm_bytes // 2 ** 20, memlock, where))]
 
 
-def storage(nodes, state, path, min_free_bytes):
+def storage(nodes, state, path, min_free_bytes, outlier_fraction=None, server=None):
     """state: {node: {expect_fstab, present, expect_mounted, mounted, source, writable, free_bytes, sees, read_mbps,
-    read_warning}} as read on each node. Storage the cluster brings has no fstab entry to expect and mounted None: not
+    read_seconds, read_warning}} as read on each node. Storage the cluster brings has no fstab entry to expect and mounted None: not
     judged, its round trip (writable, sees) is. read_mbps and read_warning are the read throughput check's (module
-    storage_throughput, which judged the figure): a slow read is a warning finding beside the node's other one."""
+    storage_throughput, which judged the figure): a slow read is a warning finding beside the node's other one, and so
+    is a read more than outlier_fraction below the other nodes' (storage_peers; server, the NFS server, left out)."""
     served = "Run site.yml (role shared_storage) to restore the fstab entry and the mount."
     brought = ("The storage is the cluster's own (nfs_enabled: false): mount the same filesystem at %s on every node, "
                "writable by the training user." % path)
@@ -271,6 +272,11 @@ def storage(nodes, state, path, min_free_bytes):
                    else finding("storage", node, "ok", "%s in place%s" % (path, read)))
         if s.get("read_warning"):
             out.append(finding("storage", node, "warn", s["read_warning"], READ_FIX))
+    if outlier_fraction is not None:
+        reads = {node: {"mbps": (state.get(node) or {}).get("read_mbps"), "seconds": (state.get(node) or {}).get("read_seconds")}
+                 for node in nodes}
+        for node, text in storage_peers.slower_than_peers(reads, outlier_fraction, path, server).items():
+            out.append(finding("storage", node, "warn", text, READ_FIX))
     return out
 
 
@@ -393,7 +399,8 @@ def run_all(data):
     for host in checked:
         lim = data["limits"].get(host) or {}
         findings += limits(host, lim.get("shm_bytes"), lim.get("memlock"), lim.get("where", ""), data["min_shm_bytes"])
-    findings += storage(checked, data["storage"], data["shared_dir"], data["min_free_bytes"])
+    findings += storage(checked, data["storage"], data["shared_dir"], data["min_free_bytes"], data.get("storage_outlier_fraction"),
+                        data.get("nfs_server"))
     if data.get("plan"):
         world = sum(n or 0 for host, n in nproc.items() if host not in (data.get("spares") or ()))
         findings += plan(data["plan"]["config"], data["plan"]["tp"], data["plan"]["pp"], world)
