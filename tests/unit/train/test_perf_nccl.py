@@ -9,6 +9,7 @@ the GPU machine's (tests/fixtures/gpu/perf/h100x1-ddp-timed-rank*.flight-recorde
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -68,7 +69,11 @@ def test_the_sampler_asks_each_rank_for_a_dump_once_a_window_and_reads_its_colle
     assert times["calls"] == 383 and times["sizes"][0]["op"] == "all_reduce" and times["sizes"][0]["busbw_gbps"] == 1.6809
     # 15.2 s of collectives read over the 11 s since the rank was found: the first dump holds the rank's start as well.
     assert times["seconds"] == 11.0 and times["share"] == 1.0
-    assert sampler.timing[3]["last"] == 382 and "collectives" not in sampler.window()
+    assert sampler.timing[3]["last"] == 382
+    # The next window carries the same dump (none was read in it), and the one after that none.
+    assert sampler.window()["collectives"]["3"]["calls"] == 383
+    clock[0] += perf.WINDOW + perf.TIMING_EVERY + 1
+    assert "collectives" not in sampler.window()
 
 
 def node(share: float, busbw: float = 1.68, at: float = 100.0) -> dict:
@@ -110,3 +115,14 @@ def test_every_node_in_collectives_is_communication_bound_with_nccls_busbw_again
     # A third node without timings: not every node's figure, not judged from them.
     perfs["node3"] = dict(node(0.7), collectives={})
     assert perf.bottleneck(perfs, 105.0, 0) is None
+
+
+def test_the_runners_own_window_recorded_on_the_gpu_machine_gives_the_jobs_busbw():
+    """tests/fixtures/gpu/perf/h100x1-job-perf-collectives.json: the runner (tests/device/bin/device-job-signals) asked
+    both ranks for their dumps and read them; one node alone is no straggler and no class."""
+    recorded = json.loads((DUMP.parent / "h100x1-job-perf-collectives.json").read_text())
+    assert sorted(recorded["collectives"]) == ["0", "1"]
+    found = perf.nccl_busbw({"node1": recorded}, ["node1"])
+    assert (found["op"], found["bytes"], found["ms"], found["busbw_gbps"]) == ("all_reduce", 67125248, 39.931, 1.681)
+    window = dict(recorded, attempt=0, first=False, at=100.0)
+    assert perf.nccl_straggler({"node1": window}, 105.0, 0) is None

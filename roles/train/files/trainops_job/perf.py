@@ -210,6 +210,7 @@ class Sampler:
         self.tables = ()  # the /proc/net tables that held the ranks' TCP sockets (send_queue)
         self.history = []  # the attempt's windows in brief (history_point), the last HISTORY
         self.timing = {}  # rank: its flight recorder's pipe and dump, the last record read, and an ask under way
+        self.timed = {}  # rank: the collectives' times of its last dump read (collective_times, seconds spanned, at)
         self.reset()
 
     def reset(self) -> None:
@@ -218,7 +219,6 @@ class Sampler:
         self.rdma = None  # the same of the node's active RDMA ports
         self.queued = (0, 0)  # bytes in the ranks' TCP send queues, summed over the looks; the looks
         self.gpu_window = GpuWindow()  # the node's GPUs at each look while its ranks run
-        self.timed = {}  # rank: its collectives' times read in this window (collective_times, and the seconds they span)
 
     def due(self) -> bool:
         """Whether the window is over (and held a sample)."""
@@ -310,7 +310,7 @@ class Sampler:
             # Where the ring buffer (train_flight_recorder_entries) dropped calls since the last dump, the share is
             # taken over the calls it still held.
             seconds = times["span_s"] if times["lost"] and times["span_s"] else now - state["since"]
-            self.timed[rank] = dict(times, seconds=round(seconds, 1))
+            self.timed[rank] = dict(times, seconds=round(seconds, 1), at=round(now, 3))
             state["since"] = now
 
     def _look(self, rank: int, pid: int) -> None:
@@ -330,9 +330,10 @@ class Sampler:
         queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends), rdma ({interface,
         rx_mbps, tx_mbps} of the node's active RDMA ports, rdma_bytes, where it has one), gpus (each GPU's
         utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window), collectives ({rank:
-        _flight_recorder.collective_times of the dump read in the window, with seconds (the time since the rank's last
-        one) and share (the share of that time in NCCL's collectives)}, where the job times them), history (this window
-        and the attempt's earlier ones in brief, history_point, the last HISTORY)}; a new window begins."""
+        _flight_recorder.collective_times of the rank's last dump read, in this window or the one before, with seconds
+        (the time since the rank's dump before), at (when it was read) and share (the share of that time in NCCL's
+        collectives)}, where the job times them), history (this window and the attempt's earlier ones in brief,
+        history_point, the last HISTORY)}; a new window begins."""
         now = self.clock()
         ranks = {}
         for rank, count in sorted(self.samples.items()):
@@ -352,10 +353,12 @@ class Sampler:
         gpus = self.gpu_window.figures()
         if gpus:
             out["gpus"] = gpus
-        if self.timed:
+        # A dump read in the window before stands for this one too: the reads and the windows do not end together.
+        timed = {rank: times for rank, times in self.timed.items() if now - times["at"] <= WINDOW + TIMING_EVERY}
+        if timed:
             out["collectives"] = {str(rank): dict(times, share=round(min(1.0, times["ms"] / 1e3 / times["seconds"]), 3)
                                                   if times["seconds"] > 0 else None)
-                                  for rank, times in sorted(self.timed.items())}
+                                  for rank, times in sorted(timed.items())}
         self.history = (self.history + [history_point(out)])[-HISTORY:]
         out["history"] = self.history
         self.first = False
