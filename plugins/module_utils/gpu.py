@@ -31,6 +31,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _NVLINK_GPU = re.compile(r"^GPU (\d+): (.*?) \(UUID: ([^)]+)\)\s*$")
 _NVLINK_LINK = re.compile(r"^Link (\d+): (.*)$")
+# `nvidia-smi nvlink -e`: "GPU 0: NVIDIA GB300" (the UUID where the driver prints it), then "Link 0: Replay Errors: 0",
+# "Link 0: Recovery Errors: 0", "Link 0: CRC Errors: 0" for each link (NVIDIA/srt-slurm pull request 307's capture).
+_NVLINK_ERRORS_GPU = re.compile(r"^GPU (\d+):(?:.*\(UUID: ([^)]+)\))?")
+_NVLINK_ERROR = re.compile(r"^Link (\d+): (Replay|Recovery|CRC) Errors: (\d+)\s*$", re.IGNORECASE)
 _TOPO_GPU = re.compile(r"^GPU(\d+)$")
 _TOPO_SPLIT = re.compile(r"\t| {2,}")
 _TOPO_NIC_LEGEND = re.compile(r"^(NIC\d+):\s*(\S+)$")
@@ -204,6 +208,25 @@ def parse_nvlink_status(text):
     return result
 
 
+def parse_nvlink_errors(text):
+    """Parse `nvidia-smi nvlink -e`: {index: {uuid, replay, recovery, crc (each summed over the GPU's links), links (the
+    links with any error, sorted)}}. The counters count since the driver loaded. Empty output gives {}."""
+    gpus, current = {}, None
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        gpu_match = _NVLINK_ERRORS_GPU.match(line)
+        if gpu_match:
+            current = gpus[int(gpu_match.group(1))] = {"uuid": gpu_match.group(2), "replay": 0, "recovery": 0, "crc": 0, "links": []}
+            continue
+        error = _NVLINK_ERROR.match(line)
+        if current is not None and error:
+            count = int(error.group(3))
+            current[error.group(2).lower()] += count
+            if count and int(error.group(1)) not in current["links"]:
+                current["links"] = sorted(current["links"] + [int(error.group(1))])
+    return gpus
+
+
 def summarize_nvlink(per_gpu):
     """Node-level NVLink summary from parse_nvlink_status() entries, or None when no GPU reports any NVLink.
 
@@ -291,12 +314,13 @@ def empty_facts(reason, kernel_module=None):
 
 
 def gather(smi_xml=None, query_csv=None, topo=None, nvlink=None, proc_version=None, kernel_log=None,
-           smi_reason=None, kernel_log_reason=None, errors=None):
+           smi_reason=None, kernel_log_reason=None, errors=None, nvlink_errors=None):
     """Combine raw tool output into the trainops_gpu facts. Never raises.
 
     Each text is None when its tool or file was missing or failed. smi_reason says why smi_xml is None (default:
     nvidia-smi not found); kernel_log_reason why kernel_log is None. errors lists failures of the secondary commands
     (query, topo, nvlink) and is passed through, so a missing NVLink summary can be told apart from a failed command.
+    nvlink_errors is `nvidia-smi nvlink -e`, whose counters go into each GPU's nvlink entry (errors).
     """
     kernel_module = parse_proc_driver_version(proc_version)
     if smi_xml is None:
@@ -307,7 +331,7 @@ def gather(smi_xml=None, query_csv=None, topo=None, nvlink=None, proc_version=No
             reason += "; NVIDIA kernel module %s is loaded" % kernel_module["version"]
         facts = empty_facts(reason, kernel_module)
     else:
-        facts = _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module)
+        facts = _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module, nvlink_errors)
     facts["errors"] = list(errors or [])
     if kernel_log is None:
         facts["xid_errors"] = None
@@ -318,7 +342,7 @@ def gather(smi_xml=None, query_csv=None, topo=None, nvlink=None, proc_version=No
     return facts
 
 
-def _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module):
+def _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module, nvlink_errors=None):
     try:
         smi = parse_smi_xml(smi_xml)
     except ValueError as exc:
@@ -331,10 +355,16 @@ def _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module):
     _merge_query(gpus, parse_query_csv(query_csv))
     links = parse_nvlink_status(nvlink)
     links_by_uuid = {entry["uuid"]: entry for entry in links}
+    counted = parse_nvlink_errors(nvlink_errors)
     for gpu in gpus:
         entry = links_by_uuid.get(gpu["uuid"])
         gpu["nvlink"] = None if entry is None else {key: entry[key] for key in (
             "links_active", "links_inactive", "link_speed_gbps", "bandwidth_gbps")}
+        errors = counted.get(gpu["index"])
+        if gpu["nvlink"] is not None:
+            # Matched by UUID where nvidia-smi printed it, else by index; None where the counters were not read.
+            same = errors and errors["uuid"] in (None, gpu["uuid"])
+            gpu["nvlink"]["errors"] = {key: errors[key] for key in ("replay", "recovery", "crc", "links")} if same else None
     gpus.sort(key=lambda gpu: gpu["index"])
     models = []
     for gpu in gpus:

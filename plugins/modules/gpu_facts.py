@@ -11,8 +11,8 @@ version_added: 0.1.0
 author:
   - trainops.cluster maintainers (@trainops)
 description:
-  - Runs C(nvidia-smi -q -x), C(nvidia-smi --query-gpu=... --format=csv), C(nvidia-smi topo -m) and
-    C(nvidia-smi nvlink -s), reads C(/proc/driver/nvidia/version) and scans the kernel log (C(dmesg), falling back to
+  - Runs C(nvidia-smi -q -x), C(nvidia-smi --query-gpu=... --format=csv), C(nvidia-smi topo -m),
+    C(nvidia-smi nvlink -s) and C(nvidia-smi nvlink -e), reads C(/proc/driver/nvidia/version) and scans the kernel log (C(dmesg), falling back to
     C(journalctl -k -b --no-pager)) for Xid events, and returns them as the C(trainops_gpu) fact.
   - Read-only. Never fails because a tool is missing, a command fails or hangs; the fact says why instead
     (RV(ansible_facts.trainops_gpu.reason), RV(ansible_facts.trainops_gpu.errors),
@@ -171,8 +171,11 @@ ansible_facts:
               description:
                 - This GPU's NVLink status; null when C(nvidia-smi nvlink -s) did not list the GPU.
                 - C(links_inactive) is null when the driver only said all links are inactive.
+                - C(errors) the error counters of C(nvidia-smi nvlink -e) since the driver loaded, summed over the GPU's
+                  links (C(replay), C(recovery), C(crc)) and the C(links) with any; null where they were not read.
               type: dict
-              sample: {"links_active": 18, "links_inactive": 0, "link_speed_gbps": 26.562, "bandwidth_gbps": 478.116}
+              sample: {"links_active": 18, "links_inactive": 0, "link_speed_gbps": 26.562, "bandwidth_gbps": 478.116,
+                       "errors": {"replay": 0, "recovery": 0, "crc": 0, "links": []}}
             pcie:
               description:
                 - This GPU's PCIe link from C(nvidia-smi -q -x); null when the XML has none.
@@ -259,6 +262,7 @@ SMI_COMMANDS = (
     ("query_csv", ["--query-gpu=" + ",".join(QUERY_GPU_FIELDS), "--format=csv"]),
     ("topo", ["topo", "-m"]),
     ("nvlink", ["nvlink", "-s"]),
+    ("nvlink_errors", ["nvlink", "-e"]),
 )
 # journalctl exits 0 with these when it has nothing it may show.
 JOURNAL_UNREADABLE = ("No journal files were found", "due to insufficient permissions",
@@ -341,6 +345,7 @@ def main():
         query_csv=smi.get("query_csv"),
         topo=smi.get("topo"),
         nvlink=smi.get("nvlink"),
+        nvlink_errors=smi.get("nvlink_errors"),
         proc_version=read_text(PROC_DRIVER_VERSION),
         kernel_log=kernel_log,
         smi_reason=smi["smi_reason"],

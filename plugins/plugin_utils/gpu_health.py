@@ -93,7 +93,7 @@ def problems(gpu: dict) -> list:
 
 def among(gpus: list) -> list:
     """Problems that the node's GPUs show against each other: NVLink links inactive on a GPU (nvidia-smi nvlink -s
-    lists them "<inactive>"), a PCIe link that trained to a lower generation or width than the node's best GPU's."""
+    lists them "<inactive>") or counting errors (nvidia-smi nvlink -e), a PCIe link that trained to a lower generation or width than the node's best GPU's."""
     out = []
     for gpu in gpus:
         inactive = (gpu.get("nvlink") or {}).get("links_inactive")
@@ -102,6 +102,14 @@ def among(gpus: list) -> list:
             out.append(_problem(gpu, "fail", "NVLink links inactive", "%d of %d" % (inactive, total), "none inactive",
                                 "Reset the GPU (nvidia-smi -r); if the links stay down, ask the provider to check the "
                                 "NVLink bridge or NVSwitch fabric (and nvidia-fabricmanager)"))
+        errors = (gpu.get("nvlink") or {}).get("errors") or {}
+        if any(errors.get(key) for key in ("replay", "recovery", "crc")):
+            # A healthy link counts none; NVIDIA's resiliency extension watches replay and recovery counters that grow.
+            out.append(_problem(gpu, "warn", "NVLink errors since the driver loaded", "replay %d, recovery %d, CRC %d (link%s %s)" % (
+                errors["replay"], errors["recovery"], errors["crc"], "s" if len(errors["links"]) > 1 else "",
+                ", ".join(map(str, errors["links"]))), "none",
+                "Watch whether they grow (nvidia-smi nvlink -e): a link whose counters climb is failing; drain the node, "
+                "reset the GPU (nvidia-smi -r), and if they go on ask the provider to check its NVLink (baseboard, NVSwitch)"))
     links = [(gpu, gpu.get("pcie") or {}) for gpu in gpus]
     known = [(link["max_gen"], link["max_width"]) for dummy, link in links if link.get("max_gen") and link.get("max_width")]
     if len(known) > 1:

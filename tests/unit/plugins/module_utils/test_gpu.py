@@ -132,7 +132,7 @@ def test_gather_real_node():
     assert [g["compute_capability"] for g in facts["gpus"]] == ["9.0", "9.0"]  # merged from the CSV
     assert [g["uuid"] for g in facts["gpus"]] == H200_UUIDS
     assert facts["gpus"][1]["nvlink"] == {"links_active": 18, "links_inactive": 0, "link_speed_gbps": 26.562,
-                                          "bandwidth_gbps": pytest.approx(478.116)}
+                                          "bandwidth_gbps": pytest.approx(478.116), "errors": None}
     assert facts["nvlink"]["links_per_gpu"] == 18
     assert facts["nvlink"]["link_speed_gbps"] == 26.562
     assert round(facts["nvlink"]["bandwidth_gbps_per_gpu"], 1) == 478.1
@@ -193,7 +193,7 @@ def test_one_gpu_with_all_links_inactive():
     facts = gather_variant("h200x2-nvlink-down")
     assert facts["gpus"][0]["nvlink"]["links_active"] == 18
     assert facts["gpus"][1]["nvlink"] == {"links_active": 0, "links_inactive": 18, "link_speed_gbps": None,
-                                          "bandwidth_gbps": 0}
+                                          "bandwidth_gbps": 0, "errors": None}
     # NVLink is present but degraded: the node summary reports the weakest GPU, not None.
     assert facts["nvlink"] == {"links_per_gpu": 0, "link_speed_gbps": 26.562, "bandwidth_gbps_per_gpu": 0}
     assert facts["topology"]["matrix"]["GPU0"]["GPU1"] == "PHB"
@@ -342,3 +342,16 @@ def test_pcie_summary_is_the_slowest_gpus_maximum():
     assert gpu.summarize_pcie([{"pcie": idle}, {"pcie": None}]) is None
     assert gpu.summarize_pcie([]) is None
     assert gpu.gather(smi_xml=None)["pcie"] is None
+
+
+def test_nvlink_error_counters_are_read_per_gpu_and_link():
+    # The public GB300 capture: one link, every counter 0, no UUID printed.
+    public = (FIXTURES / "health" / "gb300-nvlink-e-srt-slurm-pr307.txt").read_text()
+    assert gpu.parse_nvlink_errors(public) == {0: {"uuid": None, "replay": 0, "recovery": 0, "crc": 0, "links": []}}
+    assert gpu.parse_nvlink_errors("") == {} and gpu.parse_nvlink_errors(None) == {}
+    facts = gpu.gather(smi_xml=read("nvidia-smi-q.xml"), nvlink=read("nvlink-s.txt"),
+                       nvlink_errors=read("nvlink-e.txt", "h200x2-nvlink-errors"))
+    assert [g["nvlink"]["errors"] for g in facts["gpus"]] == [
+        {"replay": 0, "recovery": 0, "crc": 0, "links": []}, {"replay": 41, "recovery": 2, "crc": 187, "links": [3]}]
+    # Not read (the command failed, or the driver printed nothing): null, not zero.
+    assert [g["nvlink"]["errors"] for g in gpu.gather(smi_xml=read("nvidia-smi-q.xml"), nvlink=read("nvlink-s.txt"))["gpus"]] == [None, None]

@@ -122,3 +122,17 @@ def test_a_gpu_under_load_at_its_power_cap_is_healthy():
     health = each["health"]
     assert (health["sm_clock_mhz"], health["sm_clock_max_mhz"]) == (1425, 1980) and health["clock_reasons"] == ["sw_power_cap"], health
     assert gpu_health.problems(each) == []
+
+
+def test_nvlink_error_counters_are_a_warning_naming_the_gpu_and_its_links():
+    # The recorded 2x H200 with GPU 1 link 3 counting errors (tests/fixtures/gpu/variants/h200x2-nvlink-errors, in the
+    # format of a public GB300 capture); GPU 0's counters all 0.
+    facts = gpu.gather(smi_xml=(FIXTURES / "h200x2" / "nvidia-smi-q.xml").read_text(encoding="utf-8"),
+                       nvlink=(FIXTURES / "h200x2" / "nvlink-s.txt").read_text(encoding="utf-8"),
+                       nvlink_errors=(FIXTURES / "variants" / "h200x2-nvlink-errors" / "nvlink-e.txt").read_text(encoding="utf-8"))
+    [counting] = gpu_health.among(facts["gpus"])
+    assert gpu_health.text(counting) == ("GPU 1 (00000000:00:07.0): NVLink errors since the driver loaded: replay 41, recovery 2, "
+                                         "CRC 187 (link 3) (threshold: none)")
+    assert counting["status"] == "warn" and counting["fix"].startswith("Watch whether they grow (nvidia-smi nvlink -e)")
+    facts["gpus"][1]["nvlink"]["errors"] = dict(facts["gpus"][0]["nvlink"]["errors"])
+    assert gpu_health.among(facts["gpus"]) == []
