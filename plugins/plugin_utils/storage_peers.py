@@ -30,7 +30,7 @@ def slower_than_peers(reads: dict, fraction: float, path: str, server: str | Non
     for node, read in sorted(judged.items()):
         peers = [other for other in judged if other != node]
         mbps = float(read["mbps"])
-        if len(peers) < MIN_PEERS or (read.get("seconds") or 0) < MIN_SECONDS:
+        if len(peers) < MIN_PEERS or float(read.get("seconds") or 0) < MIN_SECONDS:
             continue
         median = statistics.median(float(judged[other]["mbps"]) for other in peers)
         if mbps < (1 - fraction) * median:
