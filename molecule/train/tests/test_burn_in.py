@@ -47,11 +47,12 @@ def test_the_acceptance_record_holds_every_check_of_every_node():
         assert any(c.startswith("ladder: CPU all-reduce over MPI, all nodes") for c in checks), checks
     assert "acceptance " in run.stdout and '<h2 id="acceptance">' in (INVENTORY.parent / "reports" / "index.html").read_text()
     # node3 at a fifth of a core: the burn-in leaves its failure to the ladder's end, the record names node3 and the
-    # run fails after writing it.
+    # run fails after writing it. Held to the default fraction, as the test above: under CI's other scenario the two
+    # healthy nodes slowed too, and node3 once stayed above half of their figures.
     subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
     try:
         run = playbook("verify.yml", "-e", "verify_acceptance=true", "-e", "burn_in_cpu=true", "-e", "burn_in_seconds=3",
-                       "-e", "burn_in_outlier_fraction=0.5", timeout=900)
+                       timeout=900)
     finally:
         subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)
     record = json.loads((INVENTORY.parent / "reports" / "acceptance.json").read_text())

@@ -209,8 +209,11 @@ def test_a_stall_restarts_every_node_from_the_checkpoint_then_stops_at_the_limit
             wait_for(lambda: any(e["event"] == "restart" for e in events("stall")), 75, "a restart after the stall")
     wait_for(lambda: all(node(n).run("systemctl is-active trainops-job@stall").stdout.strip() != "active" for n in CLUSTER),
              90, "every node's part stopped at the restart limit")
-    kinds = [e["event"] for e in events("stall")]
-    assert kinds == ["stall", "diagnosis", "restart", "stall", "diagnosis", "restart limit", "stop"], kinds
+    # A slow verdict is the supervisor's view of how the job runs, not a step of the stall's handling: on a loaded machine
+    # (CI's other scenario beside this one) one came before the first stall once.
+    kinds = [e["event"] for e in events("stall") if e["event"] != "slow"]
+    assert kinds == ["stall", "diagnosis", "restart", "stall", "diagnosis", "restart limit", "stop"], [
+        (e["event"], e.get("text") or e.get("verdict")) for e in events("stall")]
     assert all("rank 2 (node3) is stopped" in e["verdict"] for e in events("stall") if e["event"] == "diagnosis")
     # The restart resumed from the newest complete checkpoint (a save every 5 steps), and went on from the step after.
     records = torchrun.parse_output((SHARED / "jobs" / "stall" / "node1.log").read_text())["records"]
