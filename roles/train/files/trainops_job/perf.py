@@ -502,9 +502,10 @@ def judged(perfs: dict, now: float, attempt: int) -> bool:
     return not (waiting and waiting["node"] is not None)
 
 
-def _bound(kind: str, places: dict, nodes: int, said: str = "") -> dict | None:
+def _bound(kind: str, places: dict, nodes: int, said: str = "", source: str = "") -> dict | None:
     """The class `kind` where some node's share reaches its bound: that node (the largest share) named, or every node
-    where each of the attempt's `nodes` reaches it (`said` goes before the advice)."""
+    where each of the attempt's `nodes` reaches it (`said` goes before the advice; `source`, where the shares come from
+    if not the stacks, after the figures)."""
     by_node = {node: figures.get(kind, 0.0) for node, figures in places.items()}
     if not by_node or max(by_node.values()) < BOUND[kind]:
         return None
@@ -515,7 +516,7 @@ def _bound(kind: str, places: dict, nodes: int, said: str = "") -> dict | None:
     share = "%d-%d %%" % (low, high) if every and low != high else "%d %%" % high
     figures = ", ".join("%s %d %%" % (n, round(100 * by_node[n])) for n in sorted(by_node))
     who = "every node's ranks" if every else "%s's ranks" % node
-    text = "%s: %s %s %s of the time (%s)%s; %s" % (name, who, doing, share, figures, said, advice)
+    text = "%s: %s %s %s of the time (%s%s)%s; %s" % (name, who, doing, share, figures, source and "; " + source, said, advice)
     return {"kind": name, "node": None if every else node, "share": by_node[node], "shares": by_node, "text": text}
 
 
@@ -594,19 +595,6 @@ def nccl_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     return {"node": node, "share": shares[node], "others": others, "shares": shares, "text": text}
 
 
-def _nccl_bound(perfs: dict, nodes: list, said: str) -> dict | None:
-    """Communication-bound from NCCL's own times: every node's ranks (more than one node) in collectives at least
-    BOUND["collective"] of the time, as the stacks' class says it."""
-    shares = _nccl_shares(perfs, nodes)
-    if len(shares) < 2 or len(shares) < len(perfs) or min(shares.values()) < BOUND["collective"]:
-        return None
-    name, doing, advice = _BOUND_TEXT["collective"]
-    figures = ", ".join("%s %d %%" % (n, round(100 * shares[n])) for n in sorted(shares))
-    text = "%s: every node's ranks %s %d-%d %% of the time (%s; NCCL's flight recorder)%s; %s" % (
-        name, doing, round(100 * min(shares.values())), round(100 * max(shares.values())), figures, said, advice)
-    return {"kind": name, "node": None, "share": max(shares.values()), "shares": shares, "text": text}
-
-
 _IN_PLACE = {"input": "the data loader", "checkpoint": "checkpoints' saves and loads"}
 
 
@@ -642,7 +630,10 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     if slow_gpu:
         return dict(slow_gpu, kind="straggler")
     link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
-    found = _bound("collective", places, len(perfs), link.get("text", "")) or _nccl_bound(perfs, list(current), link.get("text", ""))
+    # Without the stacks' class, NCCL's own times (every node's ranks in collectives, as the stacks would say it).
+    timed = {node: {"collective": share} for node, share in _nccl_shares(perfs, list(current)).items()}
+    found = (_bound("collective", places, len(perfs), link.get("text", ""))
+             or _bound("collective", timed, len(perfs), link.get("text", ""), "NCCL's flight recorder"))
     if not found or found["node"] is not None:
         # Some nodes' ranks wait in the collective and another's do not: they wait for that node (stopped, or stuck
         # elsewhere: the stall's diagnosis names it), not for the network, which every rank would wait for.
