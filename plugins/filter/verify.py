@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import ladder
+from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import bisect, ladder
 
 
 def verify_plan(nodes, gpus, settings, expect_gpus=None, gpu_facts=None):
@@ -23,10 +23,24 @@ def verify_network(matrix, nodes):
     return ladder.network_verdict(dict(matrix), list(nodes))
 
 
+def verify_bisect_rounds(nodes, verdicts):
+    return bisect.rounds(list(nodes), list(verdicts))
+
+
+def verify_bisect_next(nodes, verdicts, gpus, settings, number):
+    return bisect.next_round(list(nodes), list(verdicts), dict(gpus), dict(settings), int(number))
+
+
+def verify_bisect_found(nodes, verdicts):
+    return bisect.found_verdict(list(nodes), list(verdicts))
+
+
 def verify_rows(verdicts):
     return ladder.report_rows(list(verdicts))
 
 
 class FilterModule:
     def filters(self):
-        return {"verify_plan": verify_plan, "verify_judge": verify_judge, "verify_network": verify_network, "verify_rows": verify_rows}
+        return {"verify_plan": verify_plan, "verify_judge": verify_judge, "verify_network": verify_network, "verify_rows": verify_rows,
+                "verify_bisect_rounds": verify_bisect_rounds, "verify_bisect_next": verify_bisect_next,
+                "verify_bisect_found": verify_bisect_found}

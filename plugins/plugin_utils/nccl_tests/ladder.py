@@ -22,7 +22,7 @@ import statistics
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.bandwidth import DEFAULT_FRACTION, LINK_FRACTIONS, link_limit_gbps
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.rung_verdict import busbw_curve, judge_rung
 
-RUNGS = ("network", "gpus", "gpu", "node", "pairs", "all", "cpu")
+RUNGS = ("network", "gpus", "gpu", "node", "pairs", "all", "bisect", "cpu")
 LABELS = {
     "network": "ports between nodes",
     "gpus": "GPUs on each node",
@@ -30,10 +30,13 @@ LABELS = {
     "node": "all GPUs of each node",
     "pairs": "node pairs",
     "all": "all nodes",
+    # A slow all-nodes rung's halves and pairs (bisect.py), run after it.
+    "bisect": "all nodes, bisected",
     "cpu": "CPU all-reduce over MPI, all nodes",
 }
 # What a rung's busbw is judged against (see bandwidth.link_limit_gbps).
-SCOPES = {"network": None, "gpus": None, "gpu": "gpu", "node": "node", "pairs": "multi_node", "all": "multi_node", "cpu": None}
+SCOPES = {"network": None, "gpus": None, "gpu": "gpu", "node": "node", "pairs": "multi_node", "all": "multi_node", "bisect": "multi_node",
+          "cpu": None}
 
 
 def pair_waves(nodes):
@@ -80,7 +83,7 @@ def _skipped_verdict(step):
 
 
 def _step(rung, runs, wave=None):
-    label = LABELS[rung] + (" (wave %d)" % wave if wave else "")
+    label = LABELS[rung] + (" (%s %d)" % ("round" if rung == "bisect" else "wave", wave) if wave else "")
     return {"rung": rung, "label": label, "wave": wave, "runs": runs, "skipped": None}
 
 

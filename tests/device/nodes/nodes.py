@@ -9,6 +9,8 @@ network (pyroute2; no iproute2 there) and SSH keys (cryptography, which ansible-
   nodes.py node END IFNAME CIDR    run inside a node (nsenter -n): its veth end END renamed IFNAME, holding CIDR, up; lo up
   nodes.py down BRIDGE             remove the bridge and the veth pairs
   nodes.py key PATH                an Ed25519 key pair in OpenSSH format, PATH and PATH.pub
+  nodes.py slow IFNAME DST RATE    run inside a node: what IFNAME sends to address DST held to RATE (an HTB class and
+                                  a u32 filter; the rest is not shaped): one slow link between two nodes
 """
 
 import ipaddress
@@ -56,6 +58,16 @@ def down(bridge):
                 ipr.link("del", index=link["index"])
 
 
+def slow(ifname, dst, rate):
+    with IPRoute() as ipr:
+        index = ipr.link_lookup(ifname=ifname)[0]
+        # IPv4 (ETH_P_IP) to dst goes to class 1:1; unclassified traffic (the default class 1:ff does not exist) leaves unshaped.
+        ipr.tc("add", "htb", index, 0x10000, default=0xFF)
+        ipr.tc("add-class", "htb", index, 0x10001, parent=0x10000, rate=rate, ceil=rate, burst=64 * 1024, cburst=64 * 1024, prio=1)
+        key = "0x%08x/0xffffffff+16" % int(ipaddress.ip_address(dst))
+        ipr.tc("add-filter", "u32", index, parent=0x10000, prio=1, protocol=0x0800, target=0x10001, keys=[key])
+
+
 def key(path):
     private = ed25519.Ed25519PrivateKey.generate()
     with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
@@ -66,4 +78,5 @@ def key(path):
 
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    {"up": lambda: up(args[0], args[1], args[2:]), "node": lambda: node(*args), "down": lambda: down(*args), "key": lambda: key(*args)}[command]()
+    {"up": lambda: up(args[0], args[1], args[2:]), "node": lambda: node(*args), "down": lambda: down(*args), "key": lambda: key(*args),
+     "slow": lambda: slow(*args)}[command]()
