@@ -31,8 +31,8 @@ _ACROSS = ("pairs", "all", "bisect")
 
 
 def _all_run(verdicts: list) -> dict | None:
-    step = next((v for v in verdicts or [] if v.get("rung") == "all"), None)
-    return (step or {}).get("runs", [None])[0] if step and step.get("runs") else None
+    runs = next((v.get("runs") for v in verdicts or [] if v.get("rung") == "all"), None)
+    return runs[0] if runs else None
 
 
 def _slow(run: dict | None) -> bool:
@@ -67,7 +67,8 @@ def _share(run: dict) -> float:
 
 
 def _pair_needs(pair: list, known: dict, nodes: list) -> tuple:
-    """-> (runs still needed, conclusion or None) for a failing pair: each of its nodes with a node that passed."""
+    """-> (runs still needed: each node of a failing pair with a node that passed elsewhere, {node: the runs that tell
+    of it, [] where no sound node was free}) for a failing pair."""
     sound = [h for hosts, run in known.items() if run["passed"] for h in hosts]
     needs, found = [], {}
     for node in pair:
