@@ -6,7 +6,9 @@
 The ladder's plan gives the pairs and the all-nodes run; each run's busbw is the slowest link of its ring (the nodes
 in rank order, the last back to the first), as NCCL's ring all-reduce over sockets or IB is.
 """
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +195,22 @@ def test_the_rounds_verdicts_show_in_the_report_table():
     rows = ladder.report_rows([found])
     assert rows[0][:2] == ["all nodes, bisected: found", "n2,n3"]
     assert rows[0][7] == "FAIL"
+
+
+RECORDED = Path(__file__).parents[4] / "fixtures" / "gpu" / "h100x1-nodes-bisect" / "verify.json"
+
+
+def test_the_gpu_machines_slowed_link():
+    """verify.yml on four namespace nodes of one H100 with the gpu2-gpu3 link held to 2 Gbit/s: replayed from the
+    recorded verdicts, the same round is planned and the same link named as there."""
+    recorded = json.loads(RECORDED.read_text())
+    nodes = ["gpu1", "gpu2", "gpu3", "gpu4"]
+    ladder_only = [v for v in recorded if v["rung"] != "bisect"]
+    assert bisect.rounds(nodes, ladder_only) == 3
+    step = bisect.next_round(nodes, ladder_only, dict.fromkeys(nodes, 1), SETTINGS, 1)
+    assert [run["hosts"] for run in step["runs"]] == [["gpu2", "gpu3"], ["gpu1", "gpu4"]]
+    with_round = [v for v in recorded if v["label"] != "all nodes, bisected: found"]
+    assert bisect.next_round(nodes, with_round, dict.fromkeys(nodes, 1), SETTINGS, 2)["runs"] == []
+    assert bisect.found_verdict(nodes, with_round) == recorded[-1]
+    assert recorded[-1]["runs"][0]["hosts"] == ["gpu2", "gpu3"]
+    assert recorded[-1]["runs"][0]["reasons"][0].startswith("bisected in 1 round: the link between gpu2 and gpu3: gpu2+gpu3 0.227 GB/s")
