@@ -76,3 +76,19 @@ def test_a_figure_with_no_bound_and_no_peers_is_not_judged_and_a_wrong_result_fa
     burned = burn_in.verdict({"node1": {"rc": 0, "stdout": json.dumps(document)}}, {}, 0.1)
     checks = {c["check"]: c for c in acceptance.record(["node1"], {}, burned, [], "now")["nodes"]["node1"]["checks"]}
     assert (checks["burn-in: result"]["result"], checks["burn-in: GEMM TFLOP/s"]["result"]) == ("fail", "pass")
+
+
+def test_the_bisections_finding_fails_the_nodes_it_names():
+    """The GPU machine's four namespace nodes, the gpu2-gpu3 link slowed: both its nodes fail on the finding and the
+    round, gpu1 and gpu4 on the all-nodes run alone."""
+    ladder = json.loads((FIXTURES / "gpu" / "h100x1-nodes-bisect" / "verify.json").read_text())
+    nodes = ["gpu1", "gpu2", "gpu3", "gpu4"]
+    record = acceptance.record(nodes, {}, None, ladder, "2026-12-06")
+    failed = {node: [c["check"] for c in record["nodes"][node]["checks"] if c["result"] == "fail"] for node in nodes}
+    assert failed["gpu1"] == ["ladder: all nodes (with gpu2, gpu3, gpu4)"]
+    assert failed["gpu4"] == ["ladder: all nodes (with gpu1, gpu2, gpu3)"]
+    assert failed["gpu2"] == ["ladder: all nodes (with gpu1, gpu3, gpu4)", "ladder: all nodes, bisected (round 1) (with gpu3)",
+                              "ladder: all nodes, bisected: found (with gpu3)"]
+    found = [c for c in record["nodes"]["gpu3"]["checks"] if c["check"] == "ladder: all nodes, bisected: found (with gpu2)"][0]
+    assert found["figure"].startswith("bisected in 1 round: the link between gpu2 and gpu3")
+    assert found["threshold"] == "every half and pair of the all-nodes rung at its threshold"
