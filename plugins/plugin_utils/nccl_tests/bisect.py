@@ -103,8 +103,8 @@ def _walk(nodes: list, known: dict) -> tuple:
         if failed:
             suspects = min(failed, key=lambda h: _share(known[frozenset(h)]))
             continue
-        joins = [j for j in ([a[-1], b[0]], [b[-1], a[0]]) if j[0] != j[1]]
-        joins = [j for i, j in enumerate(joins) if frozenset(j) not in [frozenset(k) for k in joins[:i]]]
+        # Two distinct pairs (a has 2 nodes or more); with a half of one node they share it, and run in two waves.
+        joins = [[a[-1], b[0]], [b[-1], a[0]]]
         missing = [j for j in joins if frozenset(j) not in known]
         if missing:
             return "run", _disjoint(missing)
@@ -113,11 +113,8 @@ def _walk(nodes: list, known: dict) -> tuple:
             return "found", {"kind": "whole", "halves": [a, b], "joins": joins, "notes": notes}
         suspects = min(failing, key=lambda j: _share(known[frozenset(j)]))
         suspects = sorted(suspects, key=nodes.index)
+    # Here a pair that ran and failed: a half of two, or a join (rounds() starts the walk from 3 nodes or more).
     pair = suspects
-    if frozenset(pair) not in known:
-        return "run", [pair]
-    if known[frozenset(pair)]["passed"]:
-        return "found", {"kind": "whole", "halves": [pair[:1], pair[1:]], "joins": [], "notes": notes}
     needs, found = _pair_needs(pair, known, nodes)
     if needs:
         return "run", _disjoint(needs)
