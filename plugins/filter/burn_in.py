@@ -8,8 +8,9 @@ from __future__ import annotations
 from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in
 
 
-def burn_in_verdict(outputs, gpu_facts, outlier_fraction=0.1):
-    return burn_in.verdict(dict(outputs), dict(gpu_facts), float(outlier_fraction))
+def burn_in_verdict(outputs, gpu_facts, outlier_fraction=0.1, dcgm=None, dcgm_level=None):
+    return burn_in.verdict(dict(outputs), dict(gpu_facts), float(outlier_fraction), None if dcgm is None else dict(dcgm),
+                           None if dcgm_level is None else int(dcgm_level))
 
 
 class FilterModule:

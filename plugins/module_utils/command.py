@@ -4,7 +4,7 @@
 """Run an external command from a module with a hard time limit.
 
 Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, container_image,
-gpu_facts, image_facts, nccl_tests_state, nft_table, ssh_mesh, torchrun_run).
+dcgm_diag, gpu_facts, image_facts, nccl_tests_state, nft_table, ssh_mesh, torchrun_run).
 """
 
 from __future__ import annotations

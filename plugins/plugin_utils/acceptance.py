@@ -4,14 +4,14 @@
 """The acceptance record (verify.yml -e verify_acceptance=true): one table a node of every check that ran on it, its
 figure, the threshold that applied, pass or fail, and the date; what a renter hands the provider to get a node
 replaced. It judges nothing anew: it gathers the verdicts of GPU health (gpu_facts, plugin_utils/gpu_health.py), the
-burn-in (burn_in_result) and the ladder's runs that the node took part in (verify_result).
+burn-in (burn_in_result, DCGM's diagnostic among it) and the ladder's runs that the node took part in (verify_result).
 
 Controller side: a pure function, used by the verify role (filter acceptance_record).
 """
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in as burn, gpu_health
+from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in as burn, dcgm_diag, gpu_health
 
 
 def _check(check: str, device: str | None, figure, threshold: str, passed: bool | None) -> dict:
@@ -34,7 +34,8 @@ def _health(facts: dict) -> list:
 
 def _burn_in(node: str, result: dict) -> list:
     findings = {}
-    for finding in result.get("findings") or []:
+    # DCGM's findings are its own rows (_dcgm).
+    for finding in (f for f in result.get("findings") or [] if not f["what"].startswith(dcgm_diag.CHECK)):
         findings.setdefault((finding.get("node"), finding.get("gpu")), []).append(finding)
     fraction = result.get("outlier_fraction")
     peers = " and within %d %% of its model's median" % round(100 * fraction) if fraction is not None else ""
@@ -69,6 +70,34 @@ def _burn_in(node: str, result: dict) -> list:
     return out
 
 
+# The worst of a test's statuses on a node names the row: a test that failed on one GPU failed.
+_WORST = ("fail", "warn", "pass", "skip", "not run")
+
+
+def _dcgm(node: str, result: dict) -> list:
+    """A row per DCGM test that ran on the node (its worst GPU's status, those GPUs, DCGM's warning), or one not
+    judged row saying why there is none (no dcgmi, no diagnostic); nothing where the burn-in had no DCGM part."""
+    judged = (result.get("dcgm") or {}).get(node)
+    if not judged:
+        return []
+    threshold = "Pass at dcgmi diag -r %s" % judged["level"]
+    if judged["verdict"] == "not judged" and not judged["tests"]:
+        return [_check(dcgm_diag.CHECK, None, "; ".join(judged["not_judged"]), threshold, None)]
+    tests = {}
+    for entry in judged["tests"]:
+        tests.setdefault((entry["category"], entry["name"]), []).append(entry)
+    out = []
+    for (category, name), entries in tests.items():
+        worst = min((e["status"] for e in entries), key=_WORST.index)
+        mine = [e for e in entries if e["status"] == worst]
+        devices = ", ".join("GPU%d" % g for e in mine for g in e["gpus"] or []) or None
+        figure = "; ".join(w for e in mine for w in e["warnings"]) or worst
+        passed = {"fail": False, "warn": True, "pass": True}.get(worst)
+        out.append(_check("%s: %s / %s" % (dcgm_diag.CHECK, category, name), devices, figure if worst != "warn" else "warn: " + figure,
+                          threshold, passed))
+    return out
+
+
 # What a run without a busbw threshold is held to.
 _NO_FIGURE = {"network": "every cluster port open between the nodes",
               # The finding of a slow all-nodes rung's bisection: its rounds' runs carry their own thresholds.
@@ -98,7 +127,7 @@ def record(nodes: list, gpu_facts: dict, burn_in: dict | None, ladder: list | No
     passed (a check not judged is said, and fails nothing; a node with nothing judged is null, and so is the record)."""
     out = {}
     for node in nodes:
-        checks = _health(gpu_facts.get(node) or {}) + _burn_in(node, burn_in or {}) + _ladder(node, ladder or [])
+        checks = _health(gpu_facts.get(node) or {}) + _burn_in(node, burn_in or {}) + _dcgm(node, burn_in or {}) + _ladder(node, ladder or [])
         results = {c["result"] for c in checks}
         # Nothing judged on a node is no pass.
         out[node] = {"passed": False if "fail" in results else True if "pass" in results else None, "checks": checks}

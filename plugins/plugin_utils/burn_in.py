@@ -15,6 +15,7 @@ import statistics
 from collections import Counter
 
 from ansible_collections.trainops.cluster.plugins.module_utils._gpu_load import HW_REASONS, REASON_BITS
+from ansible_collections.trainops.cluster.plugins.plugin_utils import dcgm_diag
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import bandwidth
 
 # (a part of nvidia-smi's product name, bf16 dense tensor TFLOP/s, memory GB/s), the first that the name holds applies:
@@ -222,9 +223,12 @@ def device_name(row: dict) -> str:
     return "cpu" if row.get("kind") == "cpu" else "GPU%s" % row.get("index")
 
 
-def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> dict:
-    """{passed, rows, findings, not_judged, outlier_fraction, text} from every node's run (outputs: {node: registered
-    result})."""
+def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1, dcgm: dict | None = None,
+            dcgm_level: int | None = None) -> dict:
+    """{passed, rows, findings, not_judged, outlier_fraction, dcgm, text} from every node's run (outputs: {node:
+    registered result}) and, where given, every node's DCGM diagnostic at dcgm_level (dcgm: {node: the dcgm_diag
+    module's registered result}; plugin_utils/dcgm_diag.py judges it): a DCGM failure is a finding, a DCGM warning one
+    with status warn, a node DCGM did not judge a line of not_judged. dcgm None: no DCGM part (dcgm null)."""
     documents, findings, notes = {}, [], []
     for node, out in sorted(outputs.items()):
         document, why = parse(node, out or {})
@@ -243,10 +247,16 @@ def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1) -> di
             notes.append("%s %s: clocks under load not read (%s)" % (row["node"], device_name(row), row["clocks_error"]))
     findings += _against_peers([row for row in rows if not row["error"]], float(outlier_fraction), notes)
     findings += _results(rows)
-    # No row and no finding: no node ran it (no GPUs, burn_in_cpu off). A node without a result is a failure.
-    passed = False if findings else True if rows else None
+    dcgm_judged = dcgm_diag.judge_all(dcgm, dcgm_level, gpu_facts) if dcgm is not None else None
+    if dcgm_judged:
+        findings += dcgm_judged["findings"]
+        notes += dcgm_judged["not_judged"]
+    # No row and no failure: no node ran it (no GPUs, burn_in_cpu off); DCGM alone passes nothing. A node without a
+    # result is a failure; a warning (DCGM's) is not.
+    passed = False if any(f["status"] == "fail" for f in findings) else True if rows else None
     return {"passed": passed, "rows": rows, "findings": findings, "not_judged": notes, "outlier_fraction": float(outlier_fraction),
-            "text": text(rows, findings, passed)}
+            "dcgm": dcgm_judged["nodes"] if dcgm_judged else None,
+            "text": text(rows, findings, passed, dcgm_judged["lines"] if dcgm_judged else ())}
 
 
 def _figure(row: dict, figure: str, label: str, unit: str) -> str:
@@ -254,15 +264,17 @@ def _figure(row: dict, figure: str, label: str, unit: str) -> str:
     return "%s %s %s%s" % (label, row[figure], unit, " (%d %%)" % round(100 * share) if share is not None else "")
 
 
-def text(rows: list, findings: list, passed: bool | None) -> str:
-    """One line per GPU (its figures and their share of the specification), then each finding."""
+def text(rows: list, findings: list, passed: bool | None, dcgm_lines: tuple | list = ()) -> str:
+    """One line per GPU (its figures and their share of the specification), one per node's DCGM diagnostic, then each
+    finding (FAIL, or WARN for DCGM's warnings)."""
     lines = ["burn-in: %s" % {True: "PASS", False: "FAIL", None: "not judged (no result)"}[passed]]
     for row in rows:
         figures = ", ".join(_figure(row, f, label, unit) for f, _u, label, unit in FIGURES if row[f] is not None)
         name = "" if row["kind"] == "cpu" else " " + row["name"]
         lines.append("  %s %s%s: %s" % (row["node"], device_name(row), name, row["error"] or figures))
+    lines += ["  " + line for line in dcgm_lines]
     for finding in findings:
-        lines.append("  FAIL %s%s: %s: %s (threshold: %s). %s" % (
-            finding["node"], " " + finding["device"] if finding["device"] else "", finding["what"], finding["figure"],
-            finding["threshold"], finding["fix"]))
+        lines.append("  %s %s%s: %s: %s (threshold: %s). %s" % (
+            finding["status"].upper(), finding["node"], " " + finding["device"] if finding["device"] else "", finding["what"],
+            finding["figure"], finding["threshold"], finding["fix"]))
     return "\n".join(lines)

@@ -78,7 +78,8 @@ def _burn_in_status(report):
         return MISSING, None, "no node ran it (no GPUs; burn_in_cpu off)"
     if report["passed"]:
         return PASS, None, None
-    first = (report.get("findings") or [{}])[0]
+    # A warning (DCGM's) fails nothing: the first failure is named.
+    first = next((f for f in report.get("findings") or [] if f.get("status", "fail") == "fail"), {})
     culprit = " ".join(part for part in (first.get("node"), first.get("device")) if part) or None
     return FAIL, culprit, "%s: %s" % (first.get("what"), first.get("figure")) if first else None
 
@@ -86,7 +87,7 @@ def _burn_in_status(report):
 def burn_in_table(report):
     """One row a GPU: [node, device, model, bus, GEMM, memory, host->GPU, GPU->host, SM clock under load (each with its
     share of the specification, the clock's of its maximum), result (its sha256's first 12), verdict], then the findings and what was not judged."""
-    failed = {(f.get("node"), f.get("gpu")) for f in report.get("findings") or []}
+    failed = {(f.get("node"), f.get("gpu")) for f in report.get("findings") or [] if f.get("status", "fail") == "fail"}
     rows = []
     for row in report.get("rows") or []:
         share = row.get("share") or {}
