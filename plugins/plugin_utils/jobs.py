@@ -81,9 +81,26 @@ def verdict_scale(verdict: str) -> str | None:
     return "warn" if verdict.startswith(VERDICT_UNDER_WAY) else None
 
 
+# A size judged healthy (no class reached its bound) whose nodes each add less than this share of the smallest size's
+# throughput is not called healthy: something the classes do not see holds it back.
+UNEXPLAINED = 0.5
+
+
+def _unexplained(bound: dict | None, efficiency: float | None) -> dict | None:
+    """A healthy size's bound, unless its efficiency says otherwise (UNEXPLAINED): then what to look at."""
+    if (bound or {}).get("kind") != "healthy" or efficiency is None or efficiency >= UNEXPLAINED:
+        return bound
+    return {"kind": "unexplained", "node": None, "text": (
+        "unexplained: no class reached its bound (input, checkpoints, collectives, a straggler), yet each node added %d %% "
+        "of the smallest size's throughput: look at what the ranks share (one GPU or CPU time-shared between nodes' ranks, a "
+        "host's memory bandwidth) and at the job's own scaling (a fixed global batch split over more ranks does less work a "
+        "step)" % round(100 * efficiency))}
+
+
 def scale_table(events: list) -> list:
     """train_action=scale's sizes as the supervisor measured them: [{world, nodes, steps_per_second, speedup, efficiency,
-    error, bound (what held the size back: perf.bottleneck's kind, node and text, "healthy", or None: not judged),
+    error, bound (what held the size back: perf.bottleneck's kind, node and text, "healthy", "unexplained" (healthy at
+    an efficiency below UNEXPLAINED), or None: not judged),
     samples_per_second}], against the smallest size measured. Data parallel: every node does the same work in a step, so a step of k
     nodes does k nodes' work, and speedup = k * rate_k / (m * rate_m) for the smallest size m, efficiency = speedup * m / k
     (1.0: each added node adds a whole node's throughput)."""
@@ -93,9 +110,10 @@ def scale_table(events: list) -> list:
     for event in found:
         rate = event.get("steps_per_second")
         speedup = round(event["world"] * rate / (base["world"] * base["steps_per_second"]), 2) if base and rate else None
+        efficiency = round(speedup * base["world"] / event["world"], 3) if speedup else None
         rows.append({"world": event["world"], "nodes": event.get("nodes") or [], "steps_per_second": rate, "speedup": speedup,
-                     "efficiency": round(speedup * base["world"] / event["world"], 3) if speedup else None, "error": event.get("error"),
-                     "bound": event.get("bound"), "samples_per_second": _samples(event)})
+                     "efficiency": efficiency, "error": event.get("error"), "bound": _unexplained(event.get("bound"), efficiency),
+                     "samples_per_second": _samples(event)})
     return rows
 
 

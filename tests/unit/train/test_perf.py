@@ -286,6 +286,19 @@ def test_judged_needs_every_nodes_stacks_and_no_node_waited_for():
     assert not perf.judged(dict(calm, node1=places({"collective": 5})), 105.0, 0)
 
 
+def test_a_gpu_job_is_judged_on_nccls_own_times_on_every_node_not_on_its_stacks():
+    """A GPU rank's stack reads "compute" whether it computes or waits for NCCL (every look of every rank on the GPU
+    machine, tests/fixtures/gpu/h100x1-nodes-job): a GPU job of more than one rank is judged on NCCL's own times."""
+    gpu = {n: dict(places({"compute": 10}, busy=1.0), gpus=[{"index": 0, "util": 100.0}]) for n in ("gpu1", "gpu2")}
+    assert not perf.judged(gpu, 105.0, 0) and perf.bottleneck(gpu, 105.0, 0) is None
+    timed = {"calls": 81, "ms": 5000.0, "seconds": 10.0, "share": 0.5, "sizes": []}
+    assert not perf.judged(dict(gpu, gpu1=dict(gpu["gpu1"], collectives={"0": timed})), 105.0, 0)
+    both = {n: dict(w, collectives={"0": timed}) for n, w in gpu.items()}
+    assert perf.judged(both, 105.0, 0)
+    # One rank alone waits for nobody: its stacks judge it.
+    assert perf.judged({"gpu1": gpu["gpu1"]}, 105.0, 0)
+
+
 def test_each_window_carries_the_attempts_earlier_ones_in_brief():
     window = dict(places({"collective": 6, "compute": 2}, busy=0.4), gpus=[{"util": 80.0}, {"util": 90.0}],
                   net={"interface": "eth1", "rx_mbps": 4.7, "tx_mbps": 4.8})

@@ -126,3 +126,60 @@ def test_the_runners_own_window_recorded_on_the_gpu_machine_gives_the_jobs_busbw
     assert (found["op"], found["bytes"], found["ms"], found["busbw_gbps"]) == ("all_reduce", 67125248, 39.931, 1.681)
     window = dict(recorded, attempt=0, first=False, at=100.0)
     assert perf.nccl_straggler({"node1": window}, 105.0, 0) is None
+
+
+NODES_JOB = DUMP.parents[1] / "h100x1-nodes-job"
+
+
+def recorded_windows(case: str) -> tuple:
+    """The four namespace nodes' last windows of tests/fixtures/gpu/h100x1-nodes-job/<case> and a moment just after."""
+    perfs = {path.name.split(".")[0]: json.loads(path.read_text()) for path in sorted((NODES_JOB / case).glob("*.perf.json"))}
+    return perfs, max(window["at"] for window in perfs.values()) + 1.0
+
+
+def test_a_straggler_recorded_on_the_gpu_machine_is_named_from_nccls_times():
+    """gpu2's rank multiplied 40 times as many matrices a step as the others (tests/device/bin/device-job-busbw): its
+    ranks spend the least time in the all-reduce, the others wait there for it."""
+    perfs, now = recorded_windows("straggler")
+    assert {node: perf._nccl_shares(perfs, [node])[node] for node in perfs} == {"gpu1": 1.0, "gpu2": 0.2, "gpu3": 0.921, "gpu4": 0.916}
+    found = perf.bottleneck(perfs, now, 0)
+    assert found["kind"] == "straggler" and found["node"] == "gpu2", found
+    assert found["text"].startswith("straggler: gpu2's ranks spend 20 % of the time in NCCL's collectives, the other nodes' 92 %")
+    # Every rank's stack reads compute (a GPU rank spins in CUDA's calls): the stacks alone name nobody.
+    assert {tuple(r["places"]) for w in perfs.values() for r in w["ranks"].values()} == {("compute",)}
+
+
+def test_the_jobs_busbw_recorded_on_the_gpu_machine_is_within_10_percent_of_nccl_tests_on_the_same_nodes():
+    """The sound job (a 64 MiB all-reduce a step on four namespace nodes over NCCL's sockets) against the ladder's
+    all_reduce_perf on the same four nodes at its largest size, 64 MiB (verify_max_bytes=64M): issue 36's measure."""
+    perfs, now = recorded_windows("sound")
+    ladder = json.loads((NODES_JOB / "verify.json").read_text())
+    found = perf.bottleneck(perfs, now, 0)
+    assert found["kind"] == "communication-bound" and found["node"] is None, found
+    assert (found["nccl"]["op"], found["nccl"]["bytes"], found["nccl"]["busbw_gbps"]) == ("all_reduce", 67125248, 0.7335)
+    rung = job_bandwidth.ladder_rung(ladder, list(perfs))
+    assert rung == {"label": "all nodes", "busbw_gbps": 0.765629}
+    assert abs(found["nccl"]["busbw_gbps"] / rung["busbw_gbps"] - 1) <= 0.10
+    held = jobs._held_to_ladder(found, ladder, {})
+    assert held["text"].endswith("against the ladder (all nodes: 0.766 GB/s busbw on these nodes, at its largest size) NCCL's "
+                                 "all_reduce of 67.1 MB reached 0.734 GB/s, 96 %: the job uses the network as fast as the "
+                                 "ladder did: the network is the limit (send less per step: gradient accumulation; or a "
+                                 "faster network)"), held["text"]
+    # Judged: every node's window holds NCCL's times (a GPU job is not judged on its stacks alone).
+    assert perf.judged(perfs, now, 0)
+    without = {node: dict(window, collectives={}) for node, window in perfs.items()}
+    assert not perf.judged(without, now, 0) and perf.bottleneck(without, now, 0) is None
+
+
+def test_scale_recorded_on_the_gpu_machine_names_each_size_and_does_not_call_a_poor_size_healthy():
+    """train_action=scale on the four namespace nodes (tests/fixtures/gpu/h100x1-nodes-job/scale-job.json): one rank
+    alone on the GPU, then 2 and 4 nodes' ranks time-sharing it and all-reducing over sockets."""
+    events = json.loads((NODES_JOB / "scale-job.json").read_text())["events"]
+    rows = jobs.scale_table(events)
+    assert [(r["world"], r["speedup"], r["efficiency"]) for r in rows] == [(1, 1.0, 1.0), (2, 0.16, 0.08), (4, 0.1, 0.025)]
+    assert [jobs.bound_word(r["bound"]) for r in rows] == ["healthy", "unexplained", "communication-bound"]
+    # The supervisor judged 2 nodes on both nodes' NCCL times and no class reached its bound: not healthy at 8 %.
+    assert [e["bound"]["kind"] for e in events if e["event"] == "scale"] == ["healthy", "healthy", "communication-bound"]
+    assert rows[1]["bound"]["text"].startswith("unexplained: no class reached its bound (input, checkpoints, collectives, a "
+                                               "straggler), yet each node added 8 % of the smallest size's throughput")
+    assert jobs.scale_text(rows) == "scaled: 2 nodes 0.16x 1 node (8 %, unexplained), 4 nodes 0.1x (2 %, communication-bound)"

@@ -494,12 +494,20 @@ def shares(perfs: dict, now: float, attempt: int) -> dict | None:
 def judged(perfs: dict, now: float, attempt: int) -> bool:
     """Whether bottleneck's None means that nothing held the job back: every node of the attempt has a current window
     (not its first) holding enough stack looks (without stacks only the busy shares, which on GPUs say nothing, are
-    read), and no node's ranks wait in collectives for another's (bottleneck leaves that to the stall's diagnosis)."""
+    read), and no node's ranks wait in collectives for another's (bottleneck leaves that to the stall's diagnosis). On
+    GPUs, also NCCL's own times on every node (train_collective_timing): a GPU rank spins in CUDA's calls whether it
+    computes or waits for NCCL, so its stack reads "compute" either way (every look of every rank on the GPU machine): a
+    GPU job of more than one rank is not judged without them."""
     places = shares(perfs, now, attempt)
     if not perfs or places is None or len(places) < len(perfs):
         return False
     waiting = _bound("collective", places, len(perfs))
-    return not (waiting and waiting["node"] is not None)
+    if waiting and waiting["node"] is not None:
+        return False
+    current = _current(perfs, now, attempt)
+    if any(perfs[node].get("gpus") for node in current) and sum(len(ranks) for ranks in current.values()) > 1:
+        return len(_nccl_shares(perfs, list(current))) == len(current)
+    return True
 
 
 def _bound(kind: str, places: dict, nodes: int, said: str = "", source: str = "") -> dict | None:
