@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 
-STATUSES = ("pass", "fail", "warn", "skip", "not run")
 # DCGM's words for a status, lower-cased. A word not here is "not run": an unknown status is never read as a pass.
 _WORDS = {"pass": "pass", "passed": "pass", "fail": "fail", "failed": "fail", "warn": "warn", "warning": "warn",
           "skip": "skip", "skipped": "skip", "not run": "not run", "notrun": "not run"}

@@ -25,7 +25,7 @@ options:
     choices: [1, 2, 3, 4]
     default: 1
   timeout:
-    description: Seconds C(dcgmi diag) may take before it is stopped (the default suits level 3 on most GPUs).
+    description: Seconds C(dcgmi diag) may take before it is stopped (the default suits levels 1 and 2; the burn-in role passes one per level).
     type: int
     default: 900
 extends_documentation_fragment:

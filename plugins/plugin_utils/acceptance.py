@@ -71,7 +71,8 @@ def _burn_in(node: str, result: dict) -> list:
 
 
 # The worst of a test's statuses on a node names the row: a test that failed on one GPU failed.
-_WORST = ("fail", "warn", "pass", "skip", "not run")
+# A GPU without a result (not run, skipped) outranks one that passed: a test is passed only where every GPU passed it.
+_WORST = ("fail", "warn", "not run", "skip", "pass")
 
 
 def _dcgm(node: str, result: dict) -> list:
@@ -95,6 +96,9 @@ def _dcgm(node: str, result: dict) -> list:
         passed = {"fail": False, "warn": True, "pass": True}.get(worst)
         out.append(_check("%s: %s / %s" % (dcgm_diag.CHECK, category, name), devices, figure if worst != "warn" else "warn: " + figure,
                           threshold, passed))
+    if judged["verdict"] == "not judged":
+        # Tests ran but DCGM did not judge the node (its runtime error, a status word not known): said, not passed.
+        out.append(_check(dcgm_diag.CHECK, None, "; ".join(judged["not_judged"]) or "not judged", threshold, None))
     return out
 
 

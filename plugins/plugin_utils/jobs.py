@@ -109,8 +109,9 @@ def scale_table(events: list) -> list:
     rows = []
     for event in found:
         rate = event.get("steps_per_second")
-        speedup = round(event["world"] * rate / (base["world"] * base["steps_per_second"]), 2) if base and rate else None
-        efficiency = round(speedup * base["world"] / event["world"], 3) if speedup else None
+        ratio = event["world"] * rate / (base["world"] * base["steps_per_second"]) if base and rate is not None else None
+        speedup = round(ratio, 2) if ratio is not None else None
+        efficiency = round(ratio * base["world"] / event["world"], 3) if ratio is not None else None
         rows.append({"world": event["world"], "nodes": event.get("nodes") or [], "steps_per_second": rate, "speedup": speedup,
                      "efficiency": efficiency, "error": event.get("error"), "bound": _unexplained(event.get("bound"), efficiency),
                      "samples_per_second": _samples(event)})

@@ -295,8 +295,9 @@ def test_a_gpu_job_is_judged_on_nccls_own_times_on_every_node_not_on_its_stacks(
     assert not perf.judged(dict(gpu, gpu1=dict(gpu["gpu1"], collectives={"0": timed})), 105.0, 0)
     both = {n: dict(w, collectives={"0": timed}) for n, w in gpu.items()}
     assert perf.judged(both, 105.0, 0)
-    # One rank alone waits for nobody: its stacks judge it.
+    # One rank alone waits for nobody: its stacks judge it. A job on GPU hosts whose GPUs stay idle (Gloo): as on CPUs.
     assert perf.judged({"gpu1": gpu["gpu1"]}, 105.0, 0)
+    assert perf.judged({n: dict(w, gpus=[{"index": 0, "util": 0.0}]) for n, w in gpu.items()}, 105.0, 0)
 
 
 def test_each_window_carries_the_attempts_earlier_ones_in_brief():

@@ -176,10 +176,10 @@ def test_scale_recorded_on_the_gpu_machine_names_each_size_and_does_not_call_a_p
     alone on the GPU, then 2 and 4 nodes' ranks time-sharing it and all-reducing over sockets."""
     events = json.loads((NODES_JOB / "scale-job.json").read_text())["events"]
     rows = jobs.scale_table(events)
-    assert [(r["world"], r["speedup"], r["efficiency"]) for r in rows] == [(1, 1.0, 1.0), (2, 0.16, 0.08), (4, 0.1, 0.025)]
+    assert [(r["world"], r["speedup"], r["efficiency"]) for r in rows] == [(1, 1.0, 1.0), (2, 0.16, 0.082), (4, 0.1, 0.026)]
     assert [jobs.bound_word(r["bound"]) for r in rows] == ["healthy", "unexplained", "communication-bound"]
     # The supervisor judged 2 nodes on both nodes' NCCL times and no class reached its bound: not healthy at 8 %.
     assert [e["bound"]["kind"] for e in events if e["event"] == "scale"] == ["healthy", "healthy", "communication-bound"]
     assert rows[1]["bound"]["text"].startswith("unexplained: no class reached its bound (input, checkpoints, collectives, a "
                                                "straggler), yet each node added 8 % of the smallest size's throughput")
-    assert jobs.scale_text(rows) == "scaled: 2 nodes 0.16x 1 node (8 %, unexplained), 4 nodes 0.1x (2 %, communication-bound)"
+    assert jobs.scale_text(rows) == "scaled: 2 nodes 0.16x 1 node (8 %, unexplained), 4 nodes 0.1x (3 %, communication-bound)"

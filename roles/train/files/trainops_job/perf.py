@@ -505,7 +505,9 @@ def judged(perfs: dict, now: float, attempt: int) -> bool:
     if waiting and waiting["node"] is not None:
         return False
     current = _current(perfs, now, attempt)
-    if any(perfs[node].get("gpus") for node in current) and sum(len(ranks) for ranks in current.values()) > 1:
+    # A job on GPU hosts whose GPUs stay idle (Gloo) is judged as a CPU job.
+    busy = any(gpu.get("util") for node in current for gpu in perfs[node].get("gpus") or [])
+    if busy and sum(len(ranks) for ranks in current.values()) > 1:
         return len(_nccl_shares(perfs, list(current))) == len(current)
     return True
 

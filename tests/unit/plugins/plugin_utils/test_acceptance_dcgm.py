@@ -45,3 +45,21 @@ def test_a_burn_in_without_dcgm_adds_no_dcgm_row():
     burned = burn_in.verdict({"node1": BURN}, {"node1": FACTS}, 0.1)
     record = acceptance.record(["node1"], {"node1": FACTS}, burned, [], "now")
     assert not [c for c in record["nodes"]["node1"]["checks"] if c["check"].startswith("DCGM")]
+
+
+def test_a_test_without_every_gpus_result_is_not_passed_and_a_runtime_error_is_a_row():
+    """A test that passed on GPU0 and has a status word not known on GPU1 is not a pass: GPU1 is in the row; a node
+    whose DCGM stopped with a runtime error after some tests is said not judged, not passed."""
+    partial = {"version": "4.2.3", "driver": None, "runtime_error": None, "found": True, "ran": True, "rc": 0, "error": None,
+               "tests": [{"category": "Hardware", "name": "memory", "gpus": [0], "status": "pass", "warnings": [], "info": []},
+                         {"category": "Hardware", "name": "memory", "gpus": [1], "status": "not run", "warnings": [], "info": []}]}
+    stopped = dict(partial, tests=partial["tests"][:1], runtime_error="The diagnostic was interrupted")
+    burned = burn_in.verdict({n: BURN for n in NODES[:2]}, {n: FACTS for n in NODES[:2]}, 0.1, {"node1": partial, "node2": stopped}, 2)
+    assert burned["dcgm"]["node1"]["verdict"] == "not judged" and burned["dcgm"]["node2"]["verdict"] == "not judged"
+    record = acceptance.record(NODES[:2], {n: FACTS for n in NODES[:2]}, burned, [], "2026-12-06 05:00:00 UTC")
+    rows = [c for c in record["nodes"]["node1"]["checks"] if c["check"].startswith("DCGM")]
+    assert rows[0] == {"check": "DCGM diag: Hardware / memory", "device": "GPU1", "figure": "not run",
+                       "threshold": "Pass at dcgmi diag -r 2", "result": "not judged"}
+    said = [c for c in record["nodes"]["node2"]["checks"] if c["check"] == "DCGM diag"]
+    assert [(c["figure"], c["result"]) for c in said] == [
+        ("node2: DCGM diag: DCGM's runtime error: The diagnostic was interrupted", "not judged")]
