@@ -25,13 +25,15 @@ def _free_everywhere(port):
     return True
 
 
-def free_block(length):
-    """length consecutive ports that no program on this machine holds right now."""
+def free_block(length, avoid=()):
+    """length consecutive ports that no program on this machine holds right now, none of them in or next to `avoid`
+    (ports a test already picked: nothing holds them until the test binds them, so a second pick could return them)."""
     rng = random.SystemRandom()
+    taken = {port + step for port in avoid for step in (-1, 0, 1)}
     for dummy in range(200):
         start = rng.randrange(PICK_LOW, PICK_HIGH - length)
         block = list(range(start, start + length))
-        if all(_free_everywhere(port) for port in block):
+        if not taken.intersection(block) and all(_free_everywhere(port) for port in block):
             return block
     pytest.fail("no %d consecutive free ports in %d-%d" % (length, PICK_LOW, PICK_HIGH))
 

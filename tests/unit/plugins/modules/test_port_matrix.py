@@ -27,7 +27,9 @@ def run_module(capsys, **args):
 def test_two_nodes_probe_each_other_at_once(tmp_path):
     """node1 and node2 run the module at the same time; node3 does not run it: one of its ports drops SYNs."""
     p_rdzv, p_served, p_filtered = sorted(free_ports(3))
-    low, middle, high = free_block(3)  # the module probes a range's two ends and its middle
+    # The module probes a range's two ends and its middle; the block must not take a port picked above (CI once drew
+    # 24081 twice).
+    low, middle, high = free_block(3, avoid=(p_rdzv, p_served, p_filtered))
     window, connect_timeout = 3, 1.0
     spec = [p_rdzv, str(p_served), p_filtered, "%d-%d" % (low, high)]
     with serving("127.0.0.3", p_served), filtered("127.0.0.4", p_filtered):
