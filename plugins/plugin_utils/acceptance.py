@@ -82,8 +82,6 @@ def _dcgm(node: str, result: dict) -> list:
     if not judged:
         return []
     threshold = "Pass at dcgmi diag -r %s" % judged["level"]
-    if judged["verdict"] == "not judged" and not judged["tests"]:
-        return [_check(dcgm_diag.CHECK, None, "; ".join(judged["not_judged"]), threshold, None)]
     tests = {}
     for entry in judged["tests"]:
         tests.setdefault((entry["category"], entry["name"]), []).append(entry)
@@ -97,7 +95,8 @@ def _dcgm(node: str, result: dict) -> list:
         out.append(_check("%s: %s / %s" % (dcgm_diag.CHECK, category, name), devices, figure if worst != "warn" else "warn: " + figure,
                           threshold, passed))
     if judged["verdict"] == "not judged":
-        # Tests ran but DCGM did not judge the node (its runtime error, a status word not known): said, not passed.
+        # No diagnostic (no dcgmi, no nv-hostengine), or tests that DCGM did not judge (its runtime error, a status word
+        # not known): said, not passed.
         out.append(_check(dcgm_diag.CHECK, None, "; ".join(judged["not_judged"]) or "not judged", threshold, None))
     return out
 

@@ -11,6 +11,8 @@ Controller side: pure functions, used by the burn-in's verdict (plugin_utils/bur
 
 from __future__ import annotations
 
+from collections import Counter
+
 # Every DCGM finding's "what" begins so: the acceptance record tells them from the burn-in's own figures by it.
 CHECK = "DCGM diag"
 # DCGM's categories of settings and software on the node (persistence mode, a library, an environment variable): the
@@ -90,9 +92,7 @@ def _verdict(statuses: set, runtime_error: bool) -> str:
 
 def summary(judged: dict) -> str:
     """One line of a node's diagnostic: "node1: DCGM diag -r 2 (DCGM 4.2.3, driver 570.148.08): fail (4 pass, 2 fail)"."""
-    counts = {}
-    for entry in judged["tests"]:
-        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    counts = Counter(entry["status"] for entry in judged["tests"])
     about = ", ".join(part for part in ("DCGM %s" % judged["version"] if judged["version"] else None,
                                         "driver %s" % judged["driver"] if judged["driver"] else None) if part)
     return "%s: %s -r %s%s: %s%s" % (judged["node"], CHECK, judged["level"], " (%s)" % about if about else "", judged["verdict"],
