@@ -13,6 +13,8 @@ import pytest
 
 from ansible_collections.trainops.cluster.plugins.module_utils import processes
 
+PYTHON = os.path.basename(sys.executable)[:15]  # the name /proc gives this interpreter's processes
+
 
 def start(run_id, ignore_term=False):
     code = "import signal, time\n%ssignal.pause()" % ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
@@ -69,7 +71,7 @@ def test_a_stopped_process_is_reported_as_stopped_and_killed(run_id):
     while processes.find("TRAINOPS_RUN_ID", run_id)[0]["state"] != "stopped" and time.monotonic() < deadline:
         time.sleep(0.05)
     found = processes.find("TRAINOPS_RUN_ID", run_id)
-    assert found[0]["state"] == "stopped" and found[0]["comm"] == os.path.basename(sys.executable)[:15]
+    assert found[0]["state"] == "stopped" and found[0]["comm"] == PYTHON
     # SIGCONT with the SIGTERM, as systemd sends them: the stopped process ends on the SIGTERM, without a SIGKILL.
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=2)
     assert ended["killed"] == [] and process.wait(2) == -signal.SIGTERM
@@ -88,19 +90,26 @@ sys.exit(container.wait() and 0)
 """
 
 
+def wait_for_engine_and_container(run_id):
+    """Until the monitor and its container are both found, the container under its own name: forked but not yet
+    exec'd, the container still bears the monitor's name "conmon" and would be left alone as the engine's."""
+    deadline = time.monotonic() + 5
+    while sorted(p["comm"] for p in processes.find("TRAINOPS_RUN_ID", run_id)) != ["conmon", PYTHON] \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def start_monitor(run_id, how):
     monitor = subprocess.Popen([sys.executable, "-c", MONITOR, how], env=dict(os.environ, TRAINOPS_RUN_ID=run_id))
-    deadline = time.monotonic() + 5
-    while len(processes.find("TRAINOPS_RUN_ID", run_id)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_engine_and_container(run_id)
     return monitor
 
 
 def test_the_container_is_killed_before_the_engine_which_then_ends_by_itself(run_id):
     monitor = start_monitor(run_id, "end")
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5)
-    assert sorted(p["comm"] for p in ended["found"]) == ["conmon", os.path.basename(sys.executable)[:15]]
-    assert [p["comm"] for p in ended["killed"]] == [os.path.basename(sys.executable)[:15]] and ended["left"] == []
+    assert sorted(p["comm"] for p in ended["found"]) == ["conmon", PYTHON]
+    assert [p["comm"] for p in ended["killed"]] == [PYTHON] and ended["left"] == []
     assert monitor.wait(2) == 0
 
 
@@ -108,7 +117,7 @@ def test_an_engine_process_that_outlives_its_container_is_killed_after_the_engin
     monitor = start_monitor(run_id, "outlive")
     start_time = time.monotonic()
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5, engine_grace=1)
-    assert sorted(p["comm"] for p in ended["killed"]) == ["conmon", os.path.basename(sys.executable)[:15]]
+    assert sorted(p["comm"] for p in ended["killed"]) == ["conmon", PYTHON]
     assert monitor.wait(2) == -signal.SIGKILL and ended["left"] == []
     assert 1.5 <= time.monotonic() - start_time < 4
 
@@ -125,9 +134,7 @@ sys.exit(subprocess.call([sys.executable, "-c", "import signal; signal.pause()"]
 def test_the_engine_is_left_alone_while_the_jobs_own_processes_end(run_id, tmp_path):
     noted = tmp_path / "monitor"
     monitor = subprocess.Popen([sys.executable, "-c", NOTING_MONITOR, str(noted)], env=dict(os.environ, TRAINOPS_RUN_ID=run_id))
-    deadline = time.monotonic() + 5
-    while len(processes.find("TRAINOPS_RUN_ID", run_id)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for_engine_and_container(run_id)
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=2)
     assert monitor.wait(2) == 0 and ended["killed"] == [] and ended["left"] == []
     assert not noted.exists()
