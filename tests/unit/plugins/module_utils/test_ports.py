@@ -139,8 +139,8 @@ def test_a_peer_that_never_connects_keeps_the_listener_until_the_deadline():
     acceptor.start()
     connect_from("127.0.0.3", "127.0.0.2", port)
     connect_from("127.0.0.5", "127.0.0.2", port)  # not a peer: counts for nobody
-    acceptor.join(2)
-    assert 0.9 < time.monotonic() - start < 1.5
+    acceptor.join(5)
+    assert not acceptor.is_alive() and 0.9 < time.monotonic() - start < 3  # the deadline, not a wait for the absent peer
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -152,7 +152,7 @@ def test_same_address(text, expected):
 def test_accept_until_without_listeners_returns_at_once():
     start = time.monotonic()
     ports.accept_until([], start + 5)
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 2.5  # well before the deadline, with room for a loaded machine
 
 
 def test_port_in_use_is_served():
@@ -307,7 +307,7 @@ def test_two_nodes_reach_each_other_a_third_is_down_or_filtered():
             assert by_pair[(source, target, port)]["ok"], by_pair[(source, target, port)]
     # node1 started first: it found node2's listeners refused until node2 came up about 1 s later.
     assert 0.7 < by_pair[("node1", "node2", p_plain)]["seconds"] < 1.6
-    assert by_pair[("node2", "node1", p_plain)]["seconds"] < 0.1
+    assert by_pair[("node2", "node1", p_plain)]["seconds"] < 0.5  # at the first try, not after a retry
     for source in ("node1", "node2"):
         timed_out = by_pair[(source, "node3", p_filtered)]
         assert (timed_out["ok"], timed_out["error"]) == (False, "timed out")
@@ -332,7 +332,7 @@ def test_a_healthy_cluster_does_not_wait_for_the_window():
     out = run_nodes(["node1", "node2", "node3"], test_ports, 8, delays={"node3": 0.5})
     for name, (result, seconds) in out.items():
         assert result["failed_probes"] == 0, result["results"]
-        assert seconds < 2.5, (name, seconds)
+        assert seconds < 5, (name, seconds)  # well before the 8 s window, with room for a loaded machine
 
 
 def test_a_single_node_does_not_wait_for_the_window():
@@ -340,7 +340,7 @@ def test_a_single_node_does_not_wait_for_the_window():
     with serving("127.0.0.2", port):
         start = time.monotonic()
         result = ports.run_matrix(NODES[:1], "node1", [port, port + 1], "127.0.0.2", 1.0, 8, 64)
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 4  # well before the 8 s window
     assert result["results"] == [] and result["failed_probes"] == 0
     assert [item["state"] for item in result["listeners"]] == ["served", "listening"]
 

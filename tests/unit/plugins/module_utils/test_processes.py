@@ -61,7 +61,7 @@ def test_sigkill_after_the_grace_for_a_process_that_ignores_sigterm(run_id):
     start_time = time.monotonic()
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=1)
     assert [p["pid"] for p in ended["killed"]] == [process.pid] and ended["left"] == []
-    assert process.wait(2) == -signal.SIGKILL and time.monotonic() - start_time < 3
+    assert process.wait(2) == -signal.SIGKILL and time.monotonic() - start_time < 4  # the 1 s grace, not the default 5 s
 
 
 def test_a_stopped_process_is_reported_as_stopped_and_killed(run_id):
@@ -119,7 +119,7 @@ def test_an_engine_process_that_outlives_its_container_is_killed_after_the_engin
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5, engine_grace=1)
     assert sorted(p["comm"] for p in ended["killed"]) == ["conmon", PYTHON]
     assert monitor.wait(2) == -signal.SIGKILL and ended["left"] == []
-    assert 1.5 <= time.monotonic() - start_time < 4
+    assert 1.5 <= time.monotonic() - start_time < 6  # both graces, and no hang
 
 
 # An engine's monitor that notes a SIGTERM: its container ends on its own SIGTERM, and the monitor with it.

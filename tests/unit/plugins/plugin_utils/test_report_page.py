@@ -15,6 +15,7 @@ from ansible_collections.trainops.cluster.plugins.module_utils import gpu
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_text import parse_perf_output
 from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs, plots, report_page
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests import ladder
+from helpers.timings import timed
 
 ROOT = Path(__file__).resolve().parents[4]
 REPORTS = ROOT / "tests" / "fixtures" / "reports"
@@ -177,18 +178,15 @@ def synthetic(tmp_path, nodes):
     return tmp_path
 
 
-def test_building_the_page_takes_under_two_seconds_at_3_and_24_nodes(tmp_path, capsys):
-    seconds = {}
+def test_the_page_is_built_and_timed_at_3_and_24_nodes(tmp_path):
     for nodes in (3, 24):
         (tmp_path / str(nodes)).mkdir()
         reports = synthetic(tmp_path / str(nodes), nodes)
         start = time.monotonic()
         html, verdict = report_page.build(str(reports), TEMPLATE, "bench")
-        seconds[nodes] = time.monotonic() - start
+        # The 2 s target is scripts/benchmark's; 20 s is a hang (about 1 s here, most of it the first build's imports).
+        timed("report page built, plots drawn anew (%d nodes)" % nodes, time.monotonic() - start, 20)
         assert verdict["status"] == "PASS" and html.count("<svg") == 3
-    with capsys.disabled():
-        print("\nreport page, plots drawn anew: %.2f s at 3 nodes, %.2f s at 24 nodes" % (seconds[3], seconds[24]))
-    assert max(seconds.values()) < 2
 
 
 def test_a_rebuild_from_the_same_curves_draws_nothing_and_old_plots_are_pruned(tmp_path, monkeypatch):
