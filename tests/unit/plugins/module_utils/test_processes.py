@@ -90,23 +90,19 @@ sys.exit(container.wait() and 0)
 """
 
 
-def wait_for_engine_and_container(run_id):
-    """Until the monitor and its container are both found, the container under its own name: forked but not yet
+def start_monitor(run_id, script, arg):
+    """The monitor, once it and its container are both found, the container under its own name: forked but not yet
     exec'd, the container still bears the monitor's name "conmon" and would be left alone as the engine's."""
+    monitor = subprocess.Popen([sys.executable, "-c", script, arg], env=dict(os.environ, TRAINOPS_RUN_ID=run_id))
     deadline = time.monotonic() + 5
     while sorted(p["comm"] for p in processes.find("TRAINOPS_RUN_ID", run_id)) != ["conmon", PYTHON] \
             and time.monotonic() < deadline:
         time.sleep(0.05)
-
-
-def start_monitor(run_id, how):
-    monitor = subprocess.Popen([sys.executable, "-c", MONITOR, how], env=dict(os.environ, TRAINOPS_RUN_ID=run_id))
-    wait_for_engine_and_container(run_id)
     return monitor
 
 
 def test_the_container_is_killed_before_the_engine_which_then_ends_by_itself(run_id):
-    monitor = start_monitor(run_id, "end")
+    monitor = start_monitor(run_id, MONITOR, "end")
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5)
     assert sorted(p["comm"] for p in ended["found"]) == ["conmon", PYTHON]
     assert [p["comm"] for p in ended["killed"]] == [PYTHON] and ended["left"] == []
@@ -114,7 +110,7 @@ def test_the_container_is_killed_before_the_engine_which_then_ends_by_itself(run
 
 
 def test_an_engine_process_that_outlives_its_container_is_killed_after_the_engine_grace(run_id):
-    monitor = start_monitor(run_id, "outlive")
+    monitor = start_monitor(run_id, MONITOR, "outlive")
     start_time = time.monotonic()
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=0.5, engine_grace=1)
     assert sorted(p["comm"] for p in ended["killed"]) == ["conmon", PYTHON]
@@ -133,8 +129,7 @@ sys.exit(subprocess.call([sys.executable, "-c", "import signal; signal.pause()"]
 
 def test_the_engine_is_left_alone_while_the_jobs_own_processes_end(run_id, tmp_path):
     noted = tmp_path / "monitor"
-    monitor = subprocess.Popen([sys.executable, "-c", NOTING_MONITOR, str(noted)], env=dict(os.environ, TRAINOPS_RUN_ID=run_id))
-    wait_for_engine_and_container(run_id)
+    monitor = start_monitor(run_id, NOTING_MONITOR, str(noted))
     ended = processes.end_run("TRAINOPS_RUN_ID", run_id, grace=2)
     assert monitor.wait(2) == 0 and ended["killed"] == [] and ended["left"] == []
     assert not noted.exists()
