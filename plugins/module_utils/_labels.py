@@ -39,9 +39,13 @@ PDSH_RE = re.compile(r"^(?!\d+: )(?P<host>[\w.-]+): ")
 # - Python logging's usual formats: DeepSpeed's "[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:main] ",
 #   transformers' and LLaMA-Factory's "[INFO|trainer.py:2414] 2024-05-01 10:00:00,123 >> ", "2024-05-01
 #   10:00:00,123 - root - ERROR - " (torchtitan's behind "[titan] "), torch 2.1-2.3's "[2023-11-28 09:52:03,012]
-#   torch.distributed.elastic.multiprocessing.api: [ERROR] ", basicConfig's "ERROR:torch.distributed.run:".
+#   torch.distributed.elastic.multiprocessing.api: [ERROR] ", basicConfig's "ERROR:torch.distributed.run:";
+# - vLLM's, on every line of a record (a worker's traceback relayed by its engine): its level, month-day time and
+#   file:line, "ERROR 07-19 06:58:27 worker_base.py:340] " (2024's releases), "ERROR 06-16 02:08:15 [multiproc_worker_utils.py:238] "
+#   (2025's: the place in brackets), behind Ray's or its own process label (vllm-project/vllm issues 6564, 19670).
 LOGGING_RE = re.compile(
     r"^(?:[IWEFD]\d{4} [\d:.]+ +\d+ [^\]\s]+:\d+\] "
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w.-]+:\d+\] "
     r"|\[[A-Z]+\|[\w.-]+:\d+\] (?:[\d-]+ [\d:,.]+ >> ?)?"
     r"|\[[\w.-]+\] (?=\d{4}-\d\d-\d\d)"
     r"|\[?\d{4}-\d\d-\d\d[ T][\d:,.]+\]?(?: - (?:[\w.]+ - )?[A-Z]+ -| \[?[A-Z]+\]?| [\w.]+: \[[A-Z]+\])? (?:\[[\w.-]+:\d+(?::\w+)?\] )?"

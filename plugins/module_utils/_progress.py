@@ -18,8 +18,9 @@ in tests/fixtures/progress, each with its source):
 Behind any rank, host or logging label, in colour or not, with several ranks' lines run together. Only training counts:
 a line of evaluation, validation, testing or sanity checking, and a bar of loading, tokenizing, mapping or downloading,
 name no step and no loss; so does a bar without a description whose total is not the training bar's (the Trainer's
-evaluation bars have none). A user's own pattern (train_progress_pattern: a regex with named groups step and loss)
-is tried first.
+evaluation bars have none), and the Trainer's closing summary ("{'train_runtime': ..., 'train_loss': ...}" and its
+"***** train metrics *****" block: train_loss there is the run's average). A user's own pattern
+(train_progress_pattern: a regex with named groups step and loss) is tried first.
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ _LOSS_AT_RE = re.compile(r"\bloss\s+(?:in|at|for|of)\s+(?:epoch|step|iteration|i
 # A line that says the trainer starts over: steps it logged before may come again.
 _RESTART_RE = re.compile(r"restart", re.I)
 _SUMMARY = "train_runtime"
+# The Trainer's closing block (its log_metrics, which LLaMA-Factory and the Hugging Face examples call after training):
+# "***** train metrics *****", then a "  key = value" row a figure ("  train_loss = 1.0481", the run's average, no step's).
+_METRICS_BANNER_RE = re.compile(r"\*{3,}\s*\w+ metrics\s*\*{3,}")
+_METRICS_ROW_RE = re.compile(r"^\s*[\w./-]+\s*=\s*\S+\s*$")
 
 
 def _loss(text: str) -> float | None:
@@ -149,6 +154,19 @@ class Reader:
         self.epoch = None  # the epoch of the last epoch bar
         self.bar_total = None  # the total of the bar the last segment's step came from ("it" without one), or None
         self.dropped = None  # a total taken for the training bar's by mistake (its steps are not training's)
+        self.summing_up = False  # the Trainer's closing metrics block under way: its rows are no step's figures
+
+    def summary(self, segment: str) -> bool:
+        """True for a line of the Trainer's closing metrics block: its banner, and the "key = value" rows after it up to
+        the first other line. Read before anything else: its rows name no step, and a loss without a step would be taken
+        for the last step's."""
+        if "metrics *" in segment and _METRICS_BANNER_RE.search(segment):
+            self.summing_up = True
+            return True
+        if self.summing_up and "=" in segment and _METRICS_ROW_RE.match(split(segment)[1]):
+            return True
+        self.summing_up = False
+        return False
 
     def plain_bar(self, segment: str) -> int | None:
         """The step of a repaint of the training bar once known, read quickly; None: read the segment as usual."""
@@ -312,6 +330,8 @@ class Progress:
     def _piece(self, segment: str) -> bool:
         if "estart" in segment and _RESTART_RE.search(segment):
             self.seen.clear()
+        if (self.reader.summing_up or "metrics *" in segment) and self.reader.summary(segment):
+            return False
         step, loss = self.reader.plain_bar(segment), None
         if step is None:
             if not _DIGIT_RE.search(segment):

@@ -9,8 +9,9 @@ srun --label's " 0: ", mpirun --tag-output's "[1,0]<stdout>:"), so records are f
 copies a rank's log file line by line as it grows: a line read before its newline was written is copied without one,
 and the next copy (the newline, or another rank's line) is glued behind it; each record is therefore decoded on its
 own and what follows it in the line is not part of it. A launcher that relays the node's output may label every line
-outside those prefixes (pdsh's "node2: ", Ray's and vLLM's "(RayWorkerWrapper pid=1234, ip=10.0.0.2) "):
-parse_output takes the label off before it reads the line.
+outside those prefixes (pdsh's "node2: ", Ray's and vLLM's "(RayWorkerWrapper pid=1234, ip=10.0.0.2) "), and a logger
+that relays a traceback its record's fields on each of its lines (_labels.LOGGING_RE: vLLM's "ERROR 06-16 02:08:15
+[multiproc_worker_utils.py:238] "): parse_output takes both off before it reads the line.
 
 Node side: shipped to the nodes inside the module that imports it (torchrun_run) and linked into the node program
 (trainops_job: its supervisor names the node that failed first before a restart); the controller reads launch.env and

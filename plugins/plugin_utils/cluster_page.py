@@ -151,14 +151,32 @@ def _job_status(verdict):
     return {"fail": FAIL, "pass": PASS, "warn": WARN}.get(verdict_scale(verdict), MISSING)
 
 
-def _job_rows(report, culprits):
-    """The table's rows: [{node, state, step, logged, steps_per_minute, last_line, first_failed, culprit}]."""
-    rows = []
+# A stop the supervisor made names the setting that asked for it (train_action=stop, train_on_stall=stop, train_action=scale:
+# measured: the node program's records.py); its other stops say why (left out of a restart).
+_SETTING = "train_"
+
+
+def _stopped_line(stopped_by: str | None, nodes: dict) -> str | None:
+    """What the table shows in place of a stopped node's last line, or None for a node nobody stopped: the last line of a
+    part that was stopped is the signal's traceback (torchrun's "SignalException: Process 2 got signal: 15"), which reads
+    as a crash; it stays in the node's log."""
+    if not stopped_by:
+        return None
+    if stopped_by in nodes:
+        return "stopped by %s's failure" % stopped_by
+    return ("stopped by %s" if stopped_by.startswith(_SETTING) else "stopped: %s") % stopped_by
+
+
+def _job_rows(report: dict, culprits: set) -> list:
+    """The table's rows: [{node, state, step, logged, steps_per_minute, last_line, first_failed, culprit}]; a stopped
+    node's last line says how it was stopped (_stopped_line)."""
+    rows, nodes = [], report.get("nodes") or {}
     for node, state, step, *rate, last_line in report.get("rows") or []:
         # A report written before status carried the step's age and rate has 4 columns.
         logged, per_minute = rate or ("-", "-")
+        stopped = _stopped_line((nodes.get(node) or {}).get("stopped_by"), nodes)
         rows.append({"node": node, "state": state, "step": step, "logged": logged, "steps_per_minute": per_minute,
-                     "last_line": last_line, "first_failed": node == report.get("first_failed"), "culprit": node in culprits})
+                     "last_line": stopped or last_line, "first_failed": node == report.get("first_failed"), "culprit": node in culprits})
     return rows
 
 

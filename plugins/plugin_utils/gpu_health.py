@@ -15,6 +15,11 @@ from ansible_collections.trainops.cluster.plugins.module_utils import _gpu_load
 # than 10,000 SRAM correctable errors, fail a GPU.
 MAX_UNCORRECTABLE_REMAPS = 512
 MAX_SRAM_CORRECTABLE = 10000
+# Corrected DRAM (HBM, GDDR) errors over the GPU's life: ECC fixed every one and the driver remaps a row that keeps erring,
+# so a count fails nothing; but tens of thousands say some cells keep failing, worth watching before they turn
+# uncorrectable. No vendor publishes a DRAM figure: this is Azure's SRAM limit above, kept for DRAM as a warning only (a
+# public A40 capture counts 10,289 with none since its driver loaded: tests/fixtures/gpu/health/SOURCES.md).
+MAX_DRAM_CORRECTABLE_LIFE = 10000
 # The hardware's clock event reasons fail a GPU (it runs slow whatever the job does); the driver's own thermal slowdown
 # is worth a look (a power cap under load is normal: not named here).
 SW_REASONS = {"sw_thermal_slowdown": _gpu_load.SW_REASONS["sw_thermal_slowdown"]}
@@ -65,7 +70,23 @@ def _ecc(gpu: dict, health: dict) -> list:
         out.append(_problem(gpu, "warn", "correctable ECC errors since the driver loaded",
                             ", ".join("%s %d" % (k, v) for k, v in sorted(corr.items())), "none",
                             "Corrected, but memory that errs may need a row remap: watch remapped rows"))
+    out.extend(_dram_life(gpu, volatile, aggregate))
     return out
+
+
+def _dram_life(gpu: dict, volatile: dict, aggregate: dict) -> list:
+    """A warning where the GPU's life count of corrected DRAM errors is over MAX_DRAM_CORRECTABLE_LIFE, whatever the
+    count since the driver loaded (a reboot or a driver reload clears that one, not the life count). Drivers before
+    the SRAM and DRAM split (V100, before 510) count single-bit errors of all memories: read as the DRAM count there."""
+    key = next((k for k in ("dram_correctable", "single_bit") if aggregate.get(k) is not None), None)
+    if key is None or aggregate[key] <= MAX_DRAM_CORRECTABLE_LIFE:
+        return []
+    since = {None: "not read", 0: "none"}.get(volatile.get(key), volatile.get(key))
+    return [_problem(gpu, "warn", "correctable DRAM ECC errors over the GPU's life",
+                     "%s %d over its life (%s since the driver loaded)" % (key, aggregate[key], since),
+                     "at most %d" % MAX_DRAM_CORRECTABLE_LIFE,
+                     "Corrected, but memory that keeps erring wears: watch whether its remapped rows (nvidia-smi -q -d ROW_REMAPPER) "
+                     "or retired pages grow, and ask the provider whether the GPU is due for a replacement")]
 
 
 def _clocks(gpu: dict, health: dict) -> list:
@@ -85,10 +106,25 @@ def _clocks(gpu: dict, health: dict) -> list:
     return out
 
 
+def _link(gpu: dict) -> list:
+    """A warning where the GPU's PCIe link runs narrower than its own maximum (x8 of x16): a GPU alone on its node has no
+    peer to be compared with (among). Only the width: an idle GPU drops its link's generation to save power and raises
+    it under load, but a link keeps the width it trained to, so a narrower one is a riser, a slot or a seating fault."""
+    link = gpu.get("pcie") or {}
+    width, widest = link.get("current_width"), link.get("max_width")
+    if not width or not widest or width >= widest:
+        return []
+    gens = "" if not link.get("current_gen") else ", Gen%s (Gen%s at most)" % (link["current_gen"], link.get("max_gen") or "?")
+    return [_problem(gpu, "warn", "PCIe link narrower than its maximum", "x%d of x%d%s" % (width, widest, gens),
+                     "x%d, the link's maximum width" % widest,
+                     "Host-device copies run at %d/%d of the link's bandwidth: reseat the GPU or its riser, or ask the provider "
+                     "to check the slot (nvidia-smi -q -d PCI shows the width)" % (width, widest))]
+
+
 def problems(gpu: dict) -> list:
     """[{gpu, bus, status ("fail" or "warn"), what, figure, threshold, fix}] of one GPU of gpu_facts' gpus."""
     health = gpu.get("health") or {}
-    return _memory(gpu, health) + _ecc(gpu, health) + _clocks(gpu, health)
+    return _memory(gpu, health) + _ecc(gpu, health) + _clocks(gpu, health) + _link(gpu)
 
 
 def among(gpus: list) -> list:

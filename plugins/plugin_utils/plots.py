@@ -24,6 +24,9 @@ LOSS = "#8250df"
 STALL = LIMIT
 RESTART = "#cf222e"
 MAX_NAMED = 8
+# The time plot draws each node's windows as a line without markers: a node's line shows from its second window on, so a
+# plot of nodes with one window each is drawn empty.
+MIN_WINDOWS = 2
 RC = {"svg.hashsalt": "trainops", "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
 
 
@@ -234,16 +237,31 @@ def loss(cache, points, resumed_at=None):
     return cache.get(["loss", points, resumed_at], lambda: _draw_loss(points, resumed_at))
 
 
+def _windows(series: list) -> int:
+    """The most windows a node of the time plot has with a figure to draw (a window without one draws nothing)."""
+    return max((sum(1 for point in points if any(value is not None for value in point[1:])) for _node, points in series), default=0)
+
+
 def perf(cache, series):
     """Where each node's ranks spend their time, window by window: the busy share (a straggler's stays on top) and, where
     stacks were read, the share waiting in collectives (dashed); the GPUs' utilization below where read.
 
-    series: [[node, [[seconds, busy %, in collectives % or None, GPU % or None]]]]. None without a point or matplotlib.
+    series: [[node, [[seconds, busy %, in collectives % or None, GPU % or None]]]]. None without MIN_WINDOWS windows on
+    a node (perf_short says so) or without matplotlib.
     """
     series = [[node, points] for node, points in series if points]
-    if not series or available():
+    if _windows(series) < MIN_WINDOWS or available():
         return None
     return cache.get(["perf", series], lambda: _draw_perf(series))
+
+
+def perf_short(series: list) -> str | None:
+    """The line the page shows in place of the time plot where the nodes have windows but too few to draw a line
+    (a short job, or one just started); None where there is no window at all, or enough."""
+    windows = _windows(series)
+    if not series or windows >= MIN_WINDOWS:
+        return None
+    return "not enough windows yet to draw (%d of the %d needed)" % (windows, MIN_WINDOWS)
 
 
 def steps(cache, series, marks=()):

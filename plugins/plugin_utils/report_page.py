@@ -57,7 +57,8 @@ def read_job_reports(reports_dir):
 
 def draw(model, cache):
     """The SVG plots of the page: {"rungs": [svg or None per ladder rung], "loss": svg or None (the torchrun rung's),
-    "jobs": [{"steps": svg or None, "loss": svg or None, "scale": svg or None} per job]}."""
+    "jobs": [{"steps", "loss", "scale", "perf": svg or None, "perf_short": the line shown in place of a time plot with
+    too few windows, or None} per job]}."""
     rungs = []
     for rung in model["ladder"] or []:
         limits = [run["limit_gbps"] for run in rung["runs"] if run["limit_gbps"]]
@@ -66,7 +67,8 @@ def draw(model, cache):
     loss = plots.loss(cache, training.get("losses"), training.get("resumed_at")) if training else None
     jobs = [{"steps": plots.steps(cache, job["progress"]["nodes"], job["progress"]["marks"]) if job["progress"] else None,
              "loss": plots.loss(cache, job["losses"]), "scale": plots.scale(cache, job.get("scale") or []),
-             "perf": plots.perf(cache, job.get("perf") or [])} for job in model["jobs"]]
+             "perf": plots.perf(cache, job.get("perf") or []), "perf_short": plots.perf_short(job.get("perf") or [])}
+            for job in model["jobs"]]
     return {"rungs": rungs, "loss": loss, "jobs": jobs}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.trainops.cluster.plugins.module_utils import gpu
-from ansible_collections.trainops.cluster.plugins.plugin_utils import gpu_health
+from ansible_collections.trainops.cluster.plugins.plugin_utils import doctor, gpu_health
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu"
 # The recordings of GPUs (a node without its driver recorded nvidia-smi's complaint instead).
@@ -136,3 +136,56 @@ def test_nvlink_error_counters_are_a_warning_naming_the_gpu_and_its_links():
     assert counting["status"] == "warn" and counting["fix"].startswith("Watch whether they grow (nvidia-smi nvlink -e)")
     facts["gpus"][1]["nvlink"]["errors"] = dict(facts["gpus"][0]["nvlink"]["errors"])
     assert gpu_health.among(facts["gpus"]) == []
+
+
+def capture_of(capture: str, bus: str) -> list:
+    """The lines of one GPU's section of a public nvidia-smi -q capture (from its "GPU <bus>" line to the next GPU's),
+    spaces folded, in order."""
+    lines = [" ".join(line.split()) for line in (FIXTURES / "health" / capture).read_text(encoding="utf-8").splitlines()]
+    start = lines.index("GPU %s" % bus)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("GPU 0000")), len(lines))
+    return lines[start:end]
+
+
+def test_a_large_life_count_of_corrected_dram_errors_warns_with_none_since_the_driver_loaded():
+    # A public 10x A40 capture (tests/fixtures/gpu/health/SOURCES.md): GPU D1:00.0 counts 10,289 corrected DRAM errors over
+    # its life and none since its driver loaded; D6:00.0 198 and 4F:00.0 10. Each GPU's figures set on the recorded H200.
+    seen = {}
+    for bus, life in (("00000000:D1:00.0", "10289"), ("00000000:D6:00.0", "198"), ("00000000:4F:00.0", "10")):
+        section = capture_of("a40-x10-dram-correctable-swpowercap-full-q.txt", bus)
+        ecc = section[section.index("ECC Errors"):section.index("Retired Pages")]
+        volatile, aggregate = ecc[ecc.index("Volatile"):ecc.index("Aggregate")], ecc[ecc.index("Aggregate"):]
+        assert "DRAM Correctable : 0" in volatile and "DRAM Correctable : %s" % life in aggregate, (bus, ecc)
+        sick = derived("a40-x10-dram-correctable-swpowercap-full-q.txt", [], {
+            "ecc_errors/volatile/dram_correctable": "0", "ecc_errors/aggregate/dram_correctable": life})
+        seen[bus] = gpu_health.problems(sick)
+    [worn] = seen["00000000:D1:00.0"]
+    assert worn["status"] == "warn" and gpu_health.text(worn) == (
+        "GPU 0 (00000000:00:06.0): correctable DRAM ECC errors over the GPU's life: dram_correctable 10289 over its life "
+        "(none since the driver loaded) (threshold: at most %d)" % gpu_health.MAX_DRAM_CORRECTABLE_LIFE)
+    assert "remapped rows" in worn["fix"] and "ask the provider" in worn["fix"]
+    # Below the threshold: corrected errors a GPU may count over years, no finding.
+    assert seen["00000000:D6:00.0"] == seen["00000000:4F:00.0"] == []
+
+
+def test_a_lone_gpus_pcie_link_narrower_than_its_maximum_is_named():
+    # A public nvidia-smi -q -x of one GeForce GTX 1050 (tests/fixtures/gpu/pcie/SOURCES.md): its link runs at x8 of x16,
+    # at its maximum generation. The node has no other GPU to compare it with.
+    facts = gpu.gather(smi_xml=(FIXTURES / "pcie" / "gtx1050-x8-of-x16-datakit.xml").read_text(encoding="utf-8"))
+    assert facts["gpu_count"] == 1 and facts["gpus"][0]["pcie"] == {"max_gen": 3, "max_width": 16, "current_gen": 3, "current_width": 8}
+    assert gpu_health.among(facts["gpus"]) == []
+    [narrow] = gpu_health.problems(facts["gpus"][0])
+    assert narrow["status"] == "warn" and gpu_health.text(narrow) == (
+        "GPU 0 (00000000:01:00.0): PCIe link narrower than its maximum: x8 of x16, Gen3 (Gen3 at most) "
+        "(threshold: x16, the link's maximum width)")
+    # The doctor names the node with it.
+    [finding] = doctor.gpus("node7", facts, 1)
+    assert (finding["node"], finding["status"], finding["detail"]) == ("node7", "warn", gpu_health.text(narrow))
+
+
+def test_an_idle_gpus_link_at_a_lower_generation_but_its_full_width_is_no_finding():
+    # A public nvidia-smi -q -x of one GTX 1660 Ti (its early driver names it "Graphics Device"), idle: Gen1 of Gen3, x16
+    # of x16. An idle GPU lowers its link's generation to save power; its persistence mode off is its one finding.
+    facts = gpu.gather(smi_xml=(FIXTURES / "pcie" / "gtx1660ti-idle-gen1-x16-datakit.xml").read_text(encoding="utf-8"))
+    assert facts["gpus"][0]["pcie"] == {"max_gen": 3, "max_width": 16, "current_gen": 1, "current_width": 16}
+    assert [p["what"] for p in gpu_health.problems(facts["gpus"][0])] == ["persistence mode is off"]

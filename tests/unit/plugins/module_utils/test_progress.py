@@ -68,6 +68,11 @@ def test_every_training_step_and_loss_of_a_public_log_is_read_and_nothing_else(n
      [[100, 2.345], [5015, 6.9078], [2000, 1.304], [3000, 2.25], [3010, 2.125], [3020, 0.5], [3030, 8.1234]]),
     # Settings that name steps are no steps.
     (["Gradient Accumulation steps = 8", "  Total optimization steps = 170", "max_steps: 100", "Training starts at step 1"], []),
+    # The Trainer's closing metrics block (behind srun's label here) names the run's average loss, no step's; what
+    # follows it is read again (a second training in the same log).
+    ([" 50%|#####     | 5/10 [00:05<00:05,  1.0it/s]", "0: ***** train metrics *****", "0:   epoch                    =        1.0",
+      "0:   train_loss               =     0.9123", "Saving the model", " 60%|######    | 6/10 [00:06<00:04,  1.0it/s]",
+      "{'loss': 0.8, 'learning_rate': 1e-05, 'epoch': 1.2}"], [[5, None], [6, 0.8]]),
 ])
 def test_forms_and_traps(lines, points):
     assert read("\n".join(lines)) == points

@@ -153,7 +153,9 @@ def test_a_relayed_failure_is_read_behind_its_logging_and_stream_labels(name):
 @pytest.mark.parametrize('prefix', ['E1210 12:17:49.123000 140245 torch/distributed/elastic/multiprocessing/api.py:869] ',
                                     '[2024-05-01 10:00:00,123] [ERROR] [launch.py:321:main] ',
                                     '2024-05-01 10:00:00,123 - ERROR - ', '[INFO|trainer.py:2414] 2024-05-01 10:00:00,123 >> ',
-                                    '[2023-11-28 09:52:03,012] torch.distributed.elastic.multiprocessing.api: [ERROR] '])
+                                    '[2023-11-28 09:52:03,012] torch.distributed.elastic.multiprocessing.api: [ERROR] ',
+                                    # vLLM's, before and after it put the place in brackets (vllm-project/vllm issues 6564, 19670).
+                                    'ERROR 07-19 06:58:27 worker_base.py:340] ', 'ERROR 06-16 02:08:15 [multiproc_worker_utils.py:238] '])
 def test_a_killed_ranks_summary_behind_a_logging_prefix_is_read_as_it_is_without(prefix):
     assert torchrun.parse_output(labelled(fixture('killed-rank.log'), prefix)) == torchrun.parse_output(fixture('killed-rank.log'))
 

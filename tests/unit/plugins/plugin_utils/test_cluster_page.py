@@ -243,6 +243,25 @@ def test_a_failed_job_names_its_first_failed_node_and_leaves_the_verdict_to_the_
     assert model["stages"] == alone["stages"] and alone["jobs"] == []
 
 
+def test_a_stopped_nodes_last_line_says_how_it_was_stopped_not_the_signals_traceback():
+    # A job's node log from the GPU machine whose part was stopped (tests/fixtures/nccl_tests/README.md): it ends with
+    # torchrun's "SignalException: Process 454 got signal: 15", which reads as a crash. The traceback stays in the log.
+    log = (FIXTURES / "nccl_tests" / "job_h100x1_two_hosts.log").read_text().splitlines()
+    assert log[-1] == "torch.distributed.elastic.multiprocessing.api.SignalException: Process 454 got signal: 15"
+    ended = "2026-12-01T12:50:00Z"
+    report = job_report([part(n, "stopped", 143, ended, "train_action=stop", log=log) for n in NODES])
+    assert [row[-1] for row in report["rows"]] == [log[-1]] * 3
+    job = cluster_page.jobs({"stopped": report}, {})[0]
+    assert [(row["state"], row["last_line"]) for row in job["rows"]] == [("stopped", "stopped by train_action=stop")] * 3
+    # The supervisor's stop after a stall likewise; a node stopped because a peer failed names that peer, and the node
+    # that failed first keeps its own last line.
+    assert {row["last_line"] for row in cluster_page.jobs({"w": stalled_job(stopped=True)}, {})[0]["rows"]} == {
+        "stopped by train_on_stall=stop"}
+    assert [row["last_line"] for row in cluster_page.jobs({"ddp1": failed_job()}, {})[0]["rows"]] == [
+        "RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.96.0.12]:50123",
+        (FIXTURES / "torchrun" / "killed-rank.log").read_text().splitlines()[-1], "stopped by node1's failure"]
+
+
 def test_each_job_verdict_has_its_colour():
     ended = "2026-12-01T12:50:00Z"
     reports = {"done": job_report([part(n, "exited 0", 0, ended) for n in NODES]),

@@ -141,6 +141,20 @@ def test_each_nodes_windows_are_drawn_over_time(tmp_path):
         assert plot.count("<svg") >= 1 and "node2 busy" in plot and "node1 in collectives" in plot and "GPU util %" in plot
 
 
+def test_a_short_jobs_time_plot_says_it_has_too_few_windows_instead_of_being_drawn_empty(tmp_path):
+    # One window on each node (a job a minute old): a line needs two points, so the plot would be drawn empty.
+    perf = {node: [{"at": T0 + 10, "busy": busy, "wait": None, "gpu": None, "tx": 4.8}] for node, busy in (("node1", 0.3), ("node2", 1.0))}
+    write_job(tmp_path, "short", {"node1": [], "node2": []}, points={"node1": [[T0, 1, 2.0], [T0 + 50, 40, 1.5]]}, perf=perf)
+    section = jobs_section(report_page.build(str(tmp_path), TEMPLATE, "train")[0])
+    assert ("<h4>Where each node's ranks spend their time</h4><p class=\"note\">not enough windows yet to draw (1 of the %d needed)</p>"
+            % plots.MIN_WINDOWS) in section
+    assert "node1 busy" not in section
+    # A window without a figure draws nothing either; a job without any window shows no such section.
+    assert plots.perf_short([["node1", [[10.0, None, None, None]]]]) == "not enough windows yet to draw (0 of the 2 needed)"
+    assert plots.perf_short([]) is None and plots.perf(None, [["node1", [[10.0, 30.0, None, None]]]]) is None
+    assert plots.perf_short([["node1", [[10.0, 30.0, None, None], [20.0, 31.0, None, None]]]]) is None
+
+
 def test_no_job_yet_is_said(tmp_path):
     html, _verdict = report_page.build(str(with_curve(tmp_path)), TEMPLATE, "train")
     assert "<p class=\"note\">No job started with train.yml yet.</p>" in jobs_section(html)
