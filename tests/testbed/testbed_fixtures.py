@@ -127,6 +127,20 @@ def power_on(name, tries=30):
         time.sleep(2)
 
 
+# A node lost for good (powered off, its container killed) is what the scenario's last test does to its cluster: the
+# cluster is not repaired after it (a near-full site.yml run each time), so pytest_collection_modifyitems puts every test
+# marked node_loss after all the others, in file order, wherever its file sorts.
+NODE_LOSS = "node_loss"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "%s: the test powers a node off and leaves it so; it runs after every other test" % NODE_LOSS)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.get_closest_marker(NODE_LOSS) is not None)  # a stable sort: file order kept
+
+
 @pytest.fixture(name="node")
 def node_fixture():
     return connect

@@ -1,7 +1,8 @@
 """Fault injection: each classic hang alone, named by doctor.yml (timed: target 30 s, in scripts/benchmark); check mode;
 site.yml repairs.
 
-Tests run in file order; each fault test leaves the cluster healthy again for the next one. A fault that the last test
+Tests run in file order; each fault test leaves the cluster healthy again for the next one, but for the stopped node,
+powered on again and left for the last test's one site.yml run to repair. A fault that the last test
 injects again (with the others, under check mode) is undone here by restoring what it changed: the last test is where
 site.yml proves that it repairs them, in one run instead of one run per fault.
 
@@ -15,11 +16,10 @@ import re
 import subprocess
 import time
 
-from testbed_fixtures import HOSTVARS, INVENTORY, PROJECT, adhoc, container, playbook, playbook_run, power_on, timed
+from testbed_fixtures import HOSTVARS, INVENTORY, PROJECT, container, playbook, playbook_run, power_on, timed
 
 # A diagnosis takes 15-25 s at 3 nodes (target 30 s, scripts/benchmark); a run past this bound hung.
 HANG_BOUND = 90
-MODEL = PROJECT / "tests" / "fixtures" / "models" / "llama-2-7b-config.json"
 REPORTS = INVENTORY.parent / "reports"
 MANAGED = ["/etc/hosts", "/etc/fstab", "/etc/trainops/launch.env", "/usr/local/bin/trainops-run", "/usr/local/bin/trainops-env",
            "/home/train/.ssh/authorized_keys", "/home/train/.ssh/known_hosts", "/home/train/.ssh/config",
@@ -100,7 +100,9 @@ def test_e_nccl_interface_missing(node):
 
 
 def test_f_version_drift(node):
-    assert adhoc("node3", "ansible.builtin.copy", "src=%s/tests/fixtures/gpu/ dest=/opt/replay/" % PROJECT).returncode == 0
+    # podman cp: one local copy (an ansible copy of the recordings took a minute, a round trip per file).
+    subprocess.run(["podman", "cp", str(PROJECT / "tests" / "fixtures" / "gpu"), "%s:/opt/replay" % container("node3")],
+                   check=True, capture_output=True)
     node("node3").check_output("printf '#!/bin/sh\\nexec /opt/replay/variants/nvidia-smi-replay \"$@\"\\n' > /usr/local/bin/nvidia-smi"
                                " && chmod 755 /usr/local/bin/nvidia-smi /opt/replay/variants/nvidia-smi-replay")
     try:
@@ -125,10 +127,6 @@ def test_i_shared_mount_missing(node):
     with restored(node("node2"), "/etc/fstab"):
         node("node2").check_output("sed -i '\\# /mnt/shared #d' /etc/fstab")
         assert_named("no /mnt/shared entry in /etc/fstab")
-
-
-def test_j_tensor_parallel_does_not_divide_heads():
-    assert_named("tensor parallel 3 does not divide 32 attention heads", args=("-e", "train_tp=3", "-e", "train_model_config=%s" % MODEL))
 
 
 def test_j1_private_key_readable_by_others(node):
@@ -160,17 +158,15 @@ def test_j3_training_user_with_another_uid(node):
         node("node2").check_output("sed -i 's/^train:x:2001:/train:x:2000:/' /etc/passwd")
 
 
-def test_k_node_stopped(node):
+def test_k_node_stopped():
+    """node3 stopped (its container, as a node that lost power): the doctor names it unreachable, from the controller
+    and from its peers. It is powered on again and left unrepaired: a restart hands out its interfaces anew (eth0/eth1
+    may swap) and rebinds /etc/hostname, and the next test's one site.yml run repairs that with the other faults."""
     subprocess.run(["podman", "stop", "-t", "2", container("node3")], check=True, capture_output=True)
     try:
         assert_named("unreachable from the controller", "-> node3 (name)")
     finally:
-        # Also when the check failed: the tests after this one need node3 back, repaired by site.yml. Its ladder is left
-        # out: the doctor below checks the node, and the ladder has its own tests.
         power_on("node3")
-        repair(skip=["verify"])
-    run = doctor()
-    assert run.returncode == 0, run.stdout[-3000:]
 
 
 def checksums(node):

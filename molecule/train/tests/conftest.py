@@ -1,9 +1,21 @@
-"""Fixtures of the train scenario: the testbed's nodes, a master port dropped from one node, and nothing left behind."""
+"""Fixtures of the train scenario: the testbed's nodes, a master port dropped from one node, nothing left behind, and
+a job's folder recorded at a verdict for tests/fixtures/train (scripts/record-train-fixtures sets TRAINOPS_RECORD; in the
+suite the record fixture does nothing).
+
+Each recorded case is a job in the state a verdict is about (a class named, a crash loop stopped, the first node lost,
+...), its folder as it stands then: the nodes' records (logs cut to their last lines, no checkpoint), each node's
+settings, when, and what status said where one was just made."""
 
 import contextlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
 
 import pytest
-from testbed_fixtures import CLUSTER, HOSTVARS, node_fixture, group_vars_fixture  # noqa: F401  pylint: disable=unused-import
+from testbed_fixtures import (  # noqa: F401  pylint: disable=unused-import
+    CLUSTER, HOSTVARS, INVENTORY, node_fixture, group_vars_fixture, pytest_configure, pytest_collection_modifyitems)
 
 
 @pytest.fixture(name="master_port_dropped")
@@ -24,11 +36,49 @@ def master_port_dropped_fixture(node):
 
 @pytest.fixture(name="assert_nothing_left")
 def assert_nothing_left_fixture(node):
-    """Asserts that no node still runs torchrun, its ranks or a container of theirs."""
-    def check():
-        for name in CLUSTER:
+    """Asserts that no node (of nodes: the cluster's, or those a node-loss test left on) still runs torchrun, its ranks or
+    a container of theirs."""
+    def check(nodes=tuple(CLUSTER)):
+        for name in nodes:
             host = node(name)
             # [t]: the pattern does not match the shell that runs pgrep.
             procs = host.run("pgrep -a -f '[t]orchrun|[t]rainops_allreduce|[t]rain_ddp'").stdout.strip()
             assert (procs, host.check_output("podman ps -q")) == ("", ""), name
     return check
+
+
+RECORD = os.environ.get("TRAINOPS_RECORD")
+SHARED = INVENTORY.parent / ".state" / "shared"
+# A log's last lines are what status and the failure's naming read; the whole log of a long job is hundreds of KiB.
+LOG_LINES = 400
+
+
+@pytest.fixture(name="record")
+def record_fixture(node):
+    """record(job, case, unreachable=(), ladder=False): writes TRAINOPS_RECORD/case/ from the job's folder and the nodes
+    as they are, with the converge's ladder (verify.json: a communication-bound verdict is held against it) where asked
+    (nothing where TRAINOPS_RECORD is not set: the suite)."""
+    def record(job, case, unreachable=(), ladder=False):
+        if not RECORD:
+            return
+        out = Path(RECORD) / case
+        shutil.rmtree(out, ignore_errors=True)
+        (out / "job").mkdir(parents=True)
+        (out / "conf").mkdir()
+        for path in sorted((SHARED / "jobs" / job).iterdir()):
+            if path.is_file() and path.suffix == ".log":
+                (out / "job" / path.name).write_text("".join(path.read_text(errors="replace").splitlines(True)[-LOG_LINES:]))
+            elif path.is_file() and ".tmp-" not in path.name:
+                shutil.copy(path, out / "job" / path.name)
+        for name in CLUSTER:
+            if name not in unreachable:
+                (out / "conf" / ("%s.json" % name)).write_text(node(name).file("/etc/trainops/jobs/%s.json" % job).content_string)
+        if ladder:
+            shutil.copy(INVENTORY.parent / "reports" / "verify.json", out / "verify.json")
+        # What status said then, where a status was just made (its report is 100 KiB of logs and points: its verdict alone).
+        report = INVENTORY.parent / "reports" / ("train-%s.json" % job)
+        said = json.loads(report.read_text())["verdict"] if report.exists() and report.stat().st_mtime > time.time() - 60 else None
+        (out / "meta.json").write_text(json.dumps({"case": case, "job": job, "at": time.time(), "unreachable": list(unreachable),
+                                                   "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                                   "status": said}, indent=1) + "\n")
+    return record

@@ -1,5 +1,8 @@
 """verify.yml's burn-in (role burn_in) on the CPU nodes (burn_in_cpu: their float32 GEMM and memory copy): every node
-measured and compared with its peers; node3 at a fifth of a core (podman update --cpus 0.2) named, the run failed."""
+measured and compared with its peers; node3 at a fifth of a core (podman update --cpus 0.2) named, the run failed. The
+acceptance record of a healthy cluster: the burn-in, the ladder and GPU health per node. How a failing node's checks
+land in the record (node3's burn-in failing its acceptance) is a decision on the checks: tests/unit/plugins/
+plugin_utils/test_acceptance.py."""
 
 import json
 import subprocess
@@ -14,13 +17,9 @@ def burn(*args):
     return run, json.loads(REPORT.read_text())
 
 
-def test_the_burn_in_measures_every_node_and_names_the_slow_one():
-    # The three nodes share this machine's two cores: their figures differ by the moment's load (memory copies 21 and 43
-    # GB/s in one run), so the healthy run allows half (the default is a tenth); node3 at a fifth of a core read 16 %.
-    run, report = burn("-e", "burn_in_outlier_fraction=0.5")
-    assert run.returncode == 0 and report["passed"] is True, run.stdout[-3000:]
-    assert [row["node"] for row in report["rows"]] == CLUSTER and all(row["gemm"] > 0 and row["memory"] > 0 for row in report["rows"])
-    assert len({row["sha256"] for row in report["rows"]}) == 1, report["rows"]
+def test_the_burn_in_names_a_node_below_its_peers():
+    # node3 at a fifth of a core read 16 % of its peers' GEMM; the healthy figures of every node are the acceptance
+    # test's (below), whose run measures them too.
     subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
     try:
         run, report = burn()
@@ -35,7 +34,7 @@ def test_the_burn_in_measures_every_node_and_names_the_slow_one():
 
 def test_the_acceptance_record_holds_every_check_of_every_node():
     """verify.yml -e verify_acceptance=true: the burn-in, the ladder and GPU health (none here) gathered per node into
-    acceptance.json and onto the report page."""
+    acceptance.json and onto the report page; the burn-in's figures and its one result for every node."""
     run = playbook("verify.yml", "-e", "verify_acceptance=true", "-e", "burn_in_cpu=true", "-e", "burn_in_seconds=3",
                    "-e", "burn_in_outlier_fraction=0.5", timeout=900)
     assert run.returncode == 0, run.stdout[-3000:]
@@ -45,17 +44,7 @@ def test_the_acceptance_record_holds_every_check_of_every_node():
         checks = [c["check"] for c in record["nodes"][name]["checks"]]
         assert checks[:3] == ["burn-in: GEMM TFLOP/s", "burn-in: memory GB/s", "burn-in: result"], checks
         assert any(c.startswith("ladder: CPU all-reduce over MPI, all nodes") for c in checks), checks
+    burn_in = json.loads(REPORT.read_text())
+    assert [row["node"] for row in burn_in["rows"]] == CLUSTER and all(row["gemm"] > 0 and row["memory"] > 0 for row in burn_in["rows"])
+    assert len({row["sha256"] for row in burn_in["rows"]}) == 1, burn_in["rows"]
     assert "acceptance " in run.stdout and '<h2 id="acceptance">' in (INVENTORY.parent / "reports" / "index.html").read_text()
-    # node3 at a fifth of a core: the burn-in leaves its failure to the ladder's end, the record names node3 and the
-    # run fails after writing it. Held to the default fraction, as the test above: under CI's other scenario the two
-    # healthy nodes slowed too, and node3 once stayed above half of their figures.
-    subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
-    try:
-        run = playbook("verify.yml", "-e", "verify_acceptance=true", "-e", "burn_in_cpu=true", "-e", "burn_in_seconds=3",
-                       timeout=900)
-    finally:
-        subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)
-    record = json.loads((INVENTORY.parent / "reports" / "acceptance.json").read_text())
-    assert run.returncode != 0 and "Every node passes its acceptance" in run.stdout, run.stdout[-3000:]
-    assert [record["nodes"][n]["passed"] for n in CLUSTER] == [True, True, False], record["rows"]
-    assert "node3: burn-in: GEMM TFLOP/s: cpu" in run.stdout, run.stdout[-3000:]

@@ -1,6 +1,7 @@
 """The job's node program on the cluster: a stop that lets every trainer save and its launcher end (no crash inside
-the image), a job whose steps are not recognised said so until a pattern reads them, and a node that denies ptrace: its
-stacks missing, what the kernel shows of its rank instead, and what to grant."""
+the image), and the stack check on a node that denies ptrace. A job whose steps are not recognised, and a stall's
+diagnosis on a node whose runner may not trace, are recorded live (molecule/train/tests/record) and replayed in the unit
+tests; DDP, RANK, report, log and status_step serve those recordings."""
 
 import json
 import os
@@ -8,7 +9,7 @@ import subprocess
 import time
 
 from testbed_fixtures import CLUSTER, INVENTORY, playbook, tool
-from test_train_job import SHARED, events, exit_records, wait_for
+from test_train_job import SHARED, exit_records, wait_for
 
 # A trainer that saves on SIGTERM: it takes 2 s to write its file (one per rank), then ends with 0.
 SAVER = '''import os, signal, sys, time
@@ -51,7 +52,7 @@ def log(job, name):
     return (SHARED / "jobs" / job / ("%s.log" % name)).read_text()
 
 
-def test_a_stop_lets_every_trainer_save_and_its_launcher_end(node, assert_nothing_left):
+def test_a_stop_lets_every_trainer_save_and_its_launcher_end(node, assert_nothing_left, record):
     (SHARED / "saver.py").write_text(SAVER)
     run = train("saver", "-e", json.dumps({"train_command": TORCHRUN + "/mnt/shared/saver.py", "train_preflight": False}))
     assert run.returncode == 0, run.stdout[-3000:]
@@ -71,57 +72,7 @@ def test_a_stop_lets_every_trainer_save_and_its_launcher_end(node, assert_nothin
     assert {r["stopped_by"] for r in records.values()} == {"train_action=stop"} and all(r["rc"] < 128 for r in records.values())
     assert {report("saver")["nodes"][n]["state"] for n in CLUSTER} == {"stopped"}
     assert not any(crash in row[5] for row in report("saver")["rows"] for crash in CRASH)
-    assert_nothing_left()
-
-
-def test_a_job_whose_steps_are_not_recognised_says_so_and_a_pattern_reads_them(node):
-    command = "python3 -u -c 'import time\nfor i in range(1, 100000):\n    print(\"it=%d | J=%.2f\" % (i, 1.0 / i), flush=True); time.sleep(0.5)'"
-    options = {"train_command": command, "train_preflight": False, "train_stall_floor": 10}
-    try:
-        assert train("odd", "-e", json.dumps(options)).returncode == 0
-        wait_for(lambda: "progress unknown" in train("odd", "-e", "train_action=status").stdout, 60, "the supervisor's word")
-        status = train("odd", "-e", "train_action=status")
-        assert status.returncode == 0 and "job odd: running" in status.stdout
-        assert "progress unknown: no step recognised in " in status.stdout and "set train_progress_pattern" in status.stdout
-        assert report("odd")["nodes"]["node1"]["step"] is None
-    finally:
-        train("odd", "-e", "train_action=stop")
-    options["train_progress_pattern"] = r"it=(?P<step>\d+) \| J=(?P<loss>[\d.]+)"
-    try:
-        assert train("odd", "-e", json.dumps(options)).returncode == 0
-        wait_for(lambda: status_step("odd") >= 3, 60, "steps read with the pattern")
-        assert report("odd")["note"] is None
-    finally:
-        train("odd", "-e", "train_action=stop")
-
-
-def test_a_node_whose_root_may_not_trace_is_said_and_its_ranks_shown_as_the_kernel_sees_them(node, assert_nothing_left):
-    """node2's job runner without CAP_SYS_PTRACE (as on a container instance started without it): a stall's diagnosis
-    there reads no stack, says why and what to grant, and shows what the kernel tells of the rank; the stopped rank on
-    node3 is still the one named."""
-    dropin = "/etc/systemd/system/trainops-job@.service.d"
-    node("node2").check_output("mkdir -p %s && printf '[Service]\\nCapabilityBoundingSet=~CAP_SYS_PTRACE\\n' > %s/no-ptrace.conf"
-                               " && systemctl daemon-reload" % (dropin, dropin))
-    options = {"train_command": DDP, "train_run_opts": ["--volume", "/opt/trainops/bin:/opt/trainops/bin:ro"],
-               "train_stall_seconds": 15, "train_preflight": False}
-    try:
-        assert train("noptrace", "-e", json.dumps(options)).returncode == 0
-        wait_for(lambda: "TRAINOPS" in log("noptrace", "node1") and log("noptrace", "node1").count('"event": "step"') >= 5, 90,
-                 "five steps")
-        node("node3").check_output("pkill -STOP -f '%s'" % RANK)
-        run = train("noptrace", "-e", "train_action=watch", "-e", "train_watch_seconds=120")
-    finally:
-        node("node3").run("pkill -CONT -f '%s'" % RANK)
-        node("node2").run("rm -rf %s && systemctl daemon-reload" % dropin)
-        train("noptrace", "-e", "train_action=stop")
-    assert run.returncode != 0 and "stalled" in run.stdout, run.stdout[-3000:]
-    diagnosis = [e for e in events("noptrace") if e["event"] == "diagnosis"][-1]
-    assert diagnosis["culprits"] == [{"rank": 2, "node": "node3", "why": "is stopped"}], diagnosis
-    assert "stacks unreadable on node2: root here lacks CAP_SYS_PTRACE" in diagnosis["verdict"], diagnosis["verdict"]
-    answer = json.loads((SHARED / "jobs" / "noptrace" / "node2.diagnosis.json").read_text())
-    [rank] = [p for p in answer["processes"] if "rank" in p]
-    assert rank["stack"] is None and "Permission denied" in rank["stack_error"] and rank["kernel"]["threads"], rank
-    assert answer["access"]["cap_sys_ptrace"] is False
+    record("saver", "stopped")
     assert_nothing_left()
 
 
