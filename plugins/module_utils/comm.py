@@ -3,11 +3,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Pure parsers for the communication stack of a training node (NCCL, torch, MPI, IB, network, limits).
 
-Everything here takes text (or, for read_infiniband, a directory root) and returns plain data, so the
-comm_facts module stays thin and the parsers are tested against recorded outputs.
+Everything here takes text (or, for read_sysfs_net, a directory root) and returns plain data, so the
+comm_facts module stays thin and the parsers are tested against recorded outputs. The RDMA ports' reader is
+_infiniband.py's: the job runner links that file alone.
 
-Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, image_facts), and with
-the job runner (roles/train/files/trainops_job links this file: read_infiniband for its RDMA ports).
+Node side: shipped to the nodes inside the modules that import it (allreduce_run, comm_facts, image_facts).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import ipaddress
 import json
 import os
 import re
+
+from ._infiniband import natural_key, sysfs_value
 
 # Runs under the interpreter given to comm_facts (the one that trains), so it must work on any Python 3
 # and never raise: a missing or broken torch is a fact. Prints one JSON line.
@@ -226,55 +228,6 @@ def parse_nvcc_version(text):
     return m.group(1) if m else None
 
 
-def parse_rate_gbps(text):
-    """sysfs IB port rate '400 Gb/sec (4X NDR)' -> 400.0, '2.5 Gb/sec (1X SDR)' -> 2.5."""
-    m = re.match(r'\s*(\d+(?:\.\d+)?)\s*Gb/sec', text or '')
-    return float(m.group(1)) if m else None
-
-
-def _sysfs_value(path):
-    """'4: ACTIVE' -> 'ACTIVE'; sysfs state files prefix the name with its numeric code."""
-    try:
-        with open(path) as f:
-            value = f.read().strip()
-    except (IOError, OSError):
-        return None
-    return value.split(':', 1)[1].strip() if re.match(r'^\d+:', value) else (value or None)
-
-
-def _natural_key(name):
-    return [int(p) if p.isdigit() else p for p in re.split(r'(\d+)', name)]
-
-
-def read_infiniband(sysfs_root='/sys'):
-    """Ports of every RDMA device under <sysfs_root>/class/infiniband ->
-    [{device, port, state, phys_state, rate_gbps, link_layer}] sorted by device then port; [] when there are none."""
-    base = os.path.join(sysfs_root, 'class', 'infiniband')
-    try:
-        devices = sorted(os.listdir(base), key=_natural_key)
-    except (IOError, OSError):
-        return []
-    ports = []
-    for device in devices:
-        ports_dir = os.path.join(base, device, 'ports')
-        try:
-            port_names = sorted(os.listdir(ports_dir), key=_natural_key)
-        except (IOError, OSError):
-            continue
-        for port in port_names:
-            pdir = os.path.join(ports_dir, port)
-            rate = _sysfs_value(os.path.join(pdir, 'rate'))
-            ports.append({
-                'device': device,
-                'port': int(port) if port.isdigit() else port,
-                'state': _sysfs_value(os.path.join(pdir, 'state')),
-                'phys_state': _sysfs_value(os.path.join(pdir, 'phys_state')),
-                'rate_gbps': parse_rate_gbps(rate),
-                'link_layer': _sysfs_value(os.path.join(pdir, 'link_layer')),
-            })
-    return ports
-
-
 def parse_ip_addr_json(text):
     """`ip -j addr show` -> [{name, state, mtu, link_type, addresses: ['10.0.0.5/24', ...]}]."""
     interfaces = []
@@ -297,18 +250,18 @@ def read_sysfs_net(sysfs_root='/sys'):
     """Interfaces from <sysfs_root>/class/net, for hosts without `ip`: parse_ip_addr_json's shape with empty addresses."""
     base = os.path.join(sysfs_root, 'class', 'net')
     try:
-        names = sorted(os.listdir(base), key=_natural_key)
+        names = sorted(os.listdir(base), key=natural_key)
     except (IOError, OSError):
         return []
     interfaces = []
     for name in names:
         if not os.path.isdir(os.path.join(base, name)):
             continue  # bonding_masters and similar control files
-        mtu = _sysfs_value(os.path.join(base, name, 'mtu'))
-        link_type = _sysfs_value(os.path.join(base, name, 'type'))
+        mtu = sysfs_value(os.path.join(base, name, 'mtu'))
+        link_type = sysfs_value(os.path.join(base, name, 'type'))
         interfaces.append({
             'name': name,
-            'state': (_sysfs_value(os.path.join(base, name, 'operstate')) or 'unknown').upper(),
+            'state': (sysfs_value(os.path.join(base, name, 'operstate')) or 'unknown').upper(),
             'mtu': int(mtu) if mtu and mtu.isdigit() else None,
             'link_type': _LINK_TYPES.get(link_type, link_type),
             'addresses': [],
@@ -461,4 +414,4 @@ def parse_os_release(text):
 def nccl_summary(sources):
     """[{source, version, ...}] -> {sources, versions}: versions are the distinct known ones, numerically sorted."""
     versions = set(s['version'] for s in sources if s.get('version'))
-    return {'sources': sources, 'versions': sorted(versions, key=_natural_key)}
+    return {'sources': sources, 'versions': sorted(versions, key=natural_key)}

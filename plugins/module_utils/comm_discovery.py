@@ -18,11 +18,12 @@ import socket
 import struct
 import sys
 
+from ansible_collections.trainops.cluster.plugins.module_utils._infiniband import read_infiniband
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
 from ansible_collections.trainops.cluster.plugins.module_utils.comm import (
     NCCL_LIBRARY_PROBE, TORCH_PROBE, find_net_plugins, is_nccl_library, nccl_summary, nccl_version_from_code, nccl_version_from_filename,
     netmask_prefix, parse_ip_addr_json, parse_ldconfig, parse_memlock, parse_mpi_version, parse_nvcc_version, parse_os_release,
-    parse_pip_show, parse_port_range, parse_proc_if_inet6, parse_torch_probe, read_infiniband, read_sysfs_net, recommend_socket_ifname,
+    parse_pip_show, parse_port_range, parse_proc_if_inet6, parse_torch_probe, read_sysfs_net, recommend_socket_ifname,
     shm_from_statvfs)
 
 SYSFS_ROOT = '/sys'

@@ -29,7 +29,7 @@ import time
 
 from ._flight_recorder import FLIGHT_WAIT, ask_dump, collective_times, flight_paths, load_dump, mtime
 from ._gpu_load import HW_REASONS, SW_REASONS
-from .comm import read_infiniband
+from ._infiniband import read_infiniband
 from ._gpu_load import Window as GpuWindow
 from .processes import read
 from .verdict import BACKWARD_FILES, COLLECTIVE_FILES, DDP_FILE, frames_of

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.trainops.cluster.plugins.module_utils import comm
+from ansible_collections.trainops.cluster.plugins.module_utils import _infiniband, comm
 
 ROOT = Path(__file__).resolve().parents[4]
 REAL = ROOT / 'tests' / 'fixtures' / 'gpu' / 'h200x2'
@@ -208,7 +208,7 @@ def test_nvcc_real_fixture():
 # --- InfiniBand ------------------------------------------------------------------------------------------------------------
 
 def test_infiniband_ndr8_with_one_port_down():
-    ports = comm.read_infiniband(str(COMM / 'sysfs-ib-ndr8'))
+    ports = _infiniband.read_infiniband(str(COMM / 'sysfs-ib-ndr8'))
     assert [p['device'] for p in ports] == ['mlx5_%d' % i for i in range(8)]
     assert ports[0] == {'device': 'mlx5_0', 'port': 1, 'state': 'ACTIVE', 'phys_state': 'LinkUp', 'rate_gbps': 400.0, 'link_layer': 'InfiniBand'}
     down = [p for p in ports if p['state'] != 'ACTIVE']
@@ -216,7 +216,7 @@ def test_infiniband_ndr8_with_one_port_down():
 
 
 def test_infiniband_roce():
-    ports = comm.read_infiniband(str(COMM / 'sysfs-roce'))
+    ports = _infiniband.read_infiniband(str(COMM / 'sysfs-roce'))
     assert [(p['device'], p['link_layer'], p['rate_gbps']) for p in ports] == [('mlx5_0', 'Ethernet', 200.0), ('mlx5_1', 'Ethernet', 200.0)]
 
 
@@ -224,8 +224,8 @@ def test_infiniband_none_real_node(tmp_path):
     # ib.txt: /sys/class/infiniband exists but is empty on the h200x2 node; elsewhere it is absent.
     assert '/sys/class/infiniband:\ntotal 0\n' in real('ib.txt')
     (tmp_path / 'class' / 'infiniband').mkdir(parents=True)
-    assert comm.read_infiniband(str(tmp_path)) == []
-    assert comm.read_infiniband(str(tmp_path / 'absent')) == []
+    assert _infiniband.read_infiniband(str(tmp_path)) == []
+    assert _infiniband.read_infiniband(str(tmp_path / 'absent')) == []
 
 
 def test_infiniband_natural_order_and_missing_files(tmp_path):
@@ -234,14 +234,14 @@ def test_infiniband_natural_order_and_missing_files(tmp_path):
         port.mkdir(parents=True)
         (port / 'state').write_text('4: ACTIVE\n')
     (tmp_path / 'class' / 'infiniband' / 'noports').mkdir()
-    ports = comm.read_infiniband(str(tmp_path))
+    ports = _infiniband.read_infiniband(str(tmp_path))
     assert [p['device'] for p in ports] == ['mlx5_2', 'mlx5_10']
     assert ports[0] == {'device': 'mlx5_2', 'port': 1, 'state': 'ACTIVE', 'phys_state': None, 'rate_gbps': None, 'link_layer': None}
 
 
 @pytest.mark.parametrize('text, rate', [('400 Gb/sec (4X NDR)', 400.0), ('2.5 Gb/sec (1X SDR)', 2.5), ('', None), (None, None)])
 def test_parse_rate(text, rate):
-    assert comm.parse_rate_gbps(text) == rate
+    assert _infiniband.parse_rate_gbps(text) == rate
 
 
 # --- interfaces and NCCL_SOCKET_IFNAME -------------------------------------------------------------------------------------
