@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 _DDP_RE = re.compile(r"^step-(\d+)\.pt(\.tmp)?$")
 # The Trainer's checkpoint directories and weight files: collect.py finds a finished output_dir by them too.
@@ -28,7 +29,7 @@ WEIGHT_SHARD_RE = re.compile(r"^(?:model|pytorch_model)-(\d+)-of-(\d+)\.(?:safet
 _ZERO_RE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
 
 
-def _hf_problems(files, world_size):
+def _hf_problems(files: list[str], world_size: int) -> list[str]:
     """What a checkpoint-N directory lacks: [reason]. files: its paths, relative to it."""
     names = {path.rsplit("/", 1)[-1] for path in files}
     top = {path for path in files if "/" not in path}
@@ -57,7 +58,7 @@ def _hf_problems(files, world_size):
     return problems
 
 
-def listing(root: str, depth: int = 3) -> list:
+def listing(root: str, depth: int = 3) -> list[dict[str, Any]]:
     """[{path, size}] of the files under root (paths relative to it), as find lists a checkpoint directory."""
     found = []
     for folder, dirs, files in os.walk(root):
@@ -73,14 +74,15 @@ def listing(root: str, depth: int = 3) -> list:
     return found
 
 
-def assess(entries, world_size):
+def assess(entries: list[dict[str, Any]], world_size: int) -> dict[str, Any]:
     """The checkpoints in one directory, judged.
 
     entries: [{path, size}] of the files under the checkpoint directory, paths relative to it (as find lists them);
     world_size: the job's ranks (NNODES x NPROC_PER_NODE). Returns {latest: name or None, step, size (bytes of the latest),
     complete: [names], incomplete: {name: [reason]}}.
     """
-    ddp, hf = {}, {}
+    ddp: dict[int, list[dict[str, Any]]] = {}
+    hf: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for entry in entries:
         head, dummy, rest = entry["path"].partition("/")
         match = _DDP_RE.match(head)
@@ -89,7 +91,7 @@ def assess(entries, world_size):
         match = HF_CHECKPOINT_RE.match(head)
         if match and rest:
             hf.setdefault((int(match.group(1)), head), []).append(dict(entry, path=rest))
-    found = {}  # name: (step, size, problems)
+    found: dict[str, tuple[int, int, list[str]]] = {}  # name: (step, size, problems)
     for step, files in ddp.items():
         final = [f for f in files if not f["path"].endswith(".tmp")]
         name = "step-%06d.pt" % step
@@ -108,7 +110,7 @@ def assess(entries, world_size):
             "complete": complete, "incomplete": incomplete}
 
 
-def messages(assessment, directory):
+def messages(assessment: dict[str, Any], directory: str) -> list[str]:
     """What a start says about its checkpoints: [line]."""
     lines = ["%s/%s is incomplete (%s): not loaded" % (directory, name, "; ".join(reasons))
              for name, reasons in sorted(assessment["incomplete"].items())]

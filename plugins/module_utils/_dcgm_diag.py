@@ -14,6 +14,7 @@ Node side: shipped with the module dcgm_diag; standard library only.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 # DCGM's words for a status, lower-cased. A word not here is "not run": an unknown status is never read as a pass.
 _WORDS = {"pass": "pass", "passed": "pass", "fail": "fail", "failed": "fail", "warn": "warn", "warning": "warn",
@@ -21,12 +22,12 @@ _WORDS = {"pass": "pass", "passed": "pass", "fail": "fail", "failed": "fail", "w
 _ROOTS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
 
 
-def status(word) -> str:
+def status(word: object) -> str:
     """pass, fail, warn, skip or not run from DCGM's word ("Pass", "PASS", "Skip"); anything else is not run."""
     return _WORDS.get(str(word or "").strip().lower(), "not run")
 
 
-def _strings(value) -> list:
+def _strings(value: object) -> list[str]:
     """A field that is a string, a list of strings, or a list of {"warning": str, ...} (DCGM 4.x, some 3.x), as
     strings; empty ones dropped."""
     items = value if isinstance(value, list) else [value]
@@ -51,7 +52,7 @@ def _gpus(result: dict) -> list | None:
     return [int(part) for part in parts] if parts and all(part.isdigit() for part in parts) else None
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, str) and value.strip().isdigit()
 
 
@@ -79,7 +80,7 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "(nothing)")
 
 
-def _document(text: str):
+def _document(text: str) -> Any:
     """The JSON document after any banner ("Successfully ran diagnostic for group."), or None."""
     start = text.find("{")
     if start < 0:

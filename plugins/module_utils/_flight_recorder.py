@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import time
+from typing import Any, Callable
 
 # NCCL's flight recorder (torch >= 2.3): a write to a rank's pipe (TORCH_NCCL_DEBUG_INFO_PIPE_FILE, then the rank,
 # then .pipe) makes its watchdog thread dump the rank's last collectives to its dump file, and the rank goes on. The
@@ -29,20 +30,21 @@ class _PlainData(pickle.Unpickler):
     """A dump is a pickle of dicts, lists, strings and numbers, written by the job's user and read here as root:
     anything that would import or call code is refused."""
 
-    def find_class(self, module, name):
+    def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError("%s.%s in a flight-recorder dump: only plain data is read" % (module, name))
 
 
-def load_dump(path: str) -> dict:
+def load_dump(path: str) -> dict[str, Any]:
     """A flight-recorder dump as plain data (see _PlainData)."""
     with open(path, "rb") as handle:
-        return _PlainData(handle).load()
+        dump: dict[str, Any] = _PlainData(handle).load()
+        return dump
 
 
-def flight_paths(pid: int, env: dict, rank: int, proc: str = "/proc") -> tuple:
+def flight_paths(pid: int, env: dict[str, str], rank: int, proc: str = "/proc") -> tuple[str | None, str | None]:
     """(pipe, dump) of a rank, from its own environment, seen through its root (inside its image too); None for
     either where the job did not set it."""
-    def seen(path):
+    def seen(path: str | None) -> str | None:
         return os.path.join(proc, str(pid), "root", path.lstrip("/")) if path else None
     pipe = env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
     dump = next((env[name] for name in _DUMP_VARS if env.get(name)), None)
@@ -88,10 +90,12 @@ def read_dump(path: str, now: float) -> dict:
             "groups": dump.get("pg_status") or {}, "nccl": dump.get("comm_lib_version")}
 
 
-def flight_recorder(asked: dict, wait: float = FLIGHT_WAIT, sleep=time.sleep, clock=time.time) -> dict:
+def flight_recorder(asked: dict[int, tuple[str, float | None, str | None]], wait: float = FLIGHT_WAIT,
+                    sleep: Callable[[float], object] = time.sleep, clock: Callable[[], float] = time.time) -> dict[int, dict[str, Any]]:
     """Each asked rank's dump once it is newer than when it was asked (at most wait seconds), else the one a timeout
     left, else why there is none. asked: {rank: (dump path, its mtime before, why not asked or None)}."""
-    deadline, out = clock() + wait, {}
+    deadline = clock() + wait
+    out: dict[int, dict[str, Any]] = {}
     while True:
         waiting = [r for r, (dump, before, why) in asked.items() if not why and mtime(dump) in (None, before)]
         if not waiting or clock() >= deadline:
@@ -117,6 +121,7 @@ _DTYPE_BYTES = {"Double": 8, "Float": 4, "Half": 2, "BFloat16": 2, "Long": 8, "I
                 "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8}
 # nccl-tests' busbw: the bytes each rank moves over its slowest link, from the collective's size (its larger buffer:
 # an all-gather's output, a reduce-scatter's input) and the group's size n.
+_BUS_FACTOR: dict[str, Callable[[int], float]]
 _BUS_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "allreduce_coalesced": lambda n: 2.0 * (n - 1) / n,
                "all_gather": lambda n: (n - 1.0) / n, "_allgather_base": lambda n: (n - 1.0) / n,
                "all_gather_into_tensor_coalesced": lambda n: (n - 1.0) / n, "reduce_scatter": lambda n: (n - 1.0) / n,
@@ -156,13 +161,13 @@ def collective_times(dump: dict, after: int = -1) -> dict:
     timed = [e for e in dump.get("entries") or [] if e.get("record_id", -1) > after and e.get("duration_ms") is not None
              and e.get("state") == "completed"]
     last = max([after] + [e.get("record_id", -1) for e in dump.get("entries") or [] if e.get("duration_ms") is not None])
-    groups = {}
+    groups: dict[tuple[str, int, int | None], list[float]] = {}
     for entry in timed:
         op = str(entry.get("profiling_name", "?")).rsplit(":", maxsplit=1)[-1]
         size = max(_bytes(entry.get("input_sizes"), entry.get("input_dtypes")),
                    _bytes(entry.get("output_sizes"), entry.get("output_dtypes")))
         groups.setdefault((op, size, _group_size(dump, entry)), []).append(float(entry["duration_ms"]))
-    sizes = []
+    sizes: list[dict[str, Any]] = []
     for (op, size, ranks), times in groups.items():
         times.sort()
         median = times[len(times) // 2]

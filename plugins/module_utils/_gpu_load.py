@@ -10,6 +10,8 @@ Node side: the job runner's sampler (roles/train/files/trainops_job links this f
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._smi_values import int_prefix, value
 
 # Drivers 535 and later name the reasons "clocks_event_reasons", earlier ones only "clocks_throttle_reasons".
@@ -66,8 +68,8 @@ class Window:
     """The looks of one window: per GPU the means of utilization, SM clock and power, its maximum clock, and each
     reason's share of the looks."""
 
-    def __init__(self):
-        self.looks = {}  # index: [looks, util sum, util n, sm sum, sm n, power sum, power n, max clock, {reason: looks}]
+    def __init__(self) -> None:
+        self.looks: dict[int, list[Any]] = {}  # index: [looks, util sum, util n, sm sum, sm n, power sum, power n, max clock, {reason: looks}]
 
     def add(self, gpus: list) -> None:
         for gpu in gpus:

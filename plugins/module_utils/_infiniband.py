@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 
-def parse_rate_gbps(text):
+def parse_rate_gbps(text: str | None) -> float | None:
     """sysfs IB port rate '400 Gb/sec (4X NDR)' -> 400.0, '2.5 Gb/sec (1X SDR)' -> 2.5."""
     m = re.match(r'\s*(\d+(?:\.\d+)?)\s*Gb/sec', text or '')
     return float(m.group(1)) if m else None
 
 
-def sysfs_value(path):
+def sysfs_value(path: str) -> str | None:
     """'4: ACTIVE' -> 'ACTIVE'; sysfs state files prefix the name with its numeric code."""
     try:
         with open(path) as f:
@@ -30,11 +31,11 @@ def sysfs_value(path):
     return value.split(':', 1)[1].strip() if re.match(r'^\d+:', value) else (value or None)
 
 
-def natural_key(name):
+def natural_key(name: str) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r'(\d+)', name)]
 
 
-def read_infiniband(sysfs_root='/sys'):
+def read_infiniband(sysfs_root: str = '/sys') -> list[dict[str, Any]]:
     """Ports of every RDMA device under <sysfs_root>/class/infiniband ->
     [{device, port, state, phys_state, rate_gbps, link_layer}] sorted by device then port; [] when there are none."""
     base = os.path.join(sysfs_root, 'class', 'infiniband')

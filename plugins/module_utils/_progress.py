@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import Any, Callable
 
 from ._labels import RANK_INSIDE_RE, split
 
@@ -143,17 +144,17 @@ class Reader:
 
     def __init__(self, pattern: str | None = None):
         self.pattern = re.compile(pattern) if pattern else None
-        self.total = None  # the training bar's total, once seen
+        self.total: int | None = None  # the training bar's total, once seen
         self.confirmed = False  # ... and known for the training's (the Trainer's banner, a loss after its bar)
-        self.eval_totals = set()
+        self.eval_totals: set[int] = set()
         self.evaluating = False  # a banner said evaluation: the next bar without a description is its
         self.stepped = False  # a step was read (Ray's report count is the step of a job whose workers print none)
         self.ray = False  # Ray's report count is the step: its workers' per-epoch bars interleave, out of order
         self.detached = False  # Ray's report count read, not the step: losses until the next step are not the step's
         self.validating = False  # a validation bar under way: Lightning 1.x's epoch bar counts its batches too
-        self.epoch = None  # the epoch of the last epoch bar
-        self.bar_total = None  # the total of the bar the last segment's step came from ("it" without one), or None
-        self.dropped = None  # a total taken for the training bar's by mistake (its steps are not training's)
+        self.epoch: int | None = None  # the epoch of the last epoch bar
+        self.bar_total: int | str | None = None  # the total of the bar the last segment's step came from ("it" without one), or None
+        self.dropped: int | None = None  # a total taken for the training bar's by mistake (its steps are not training's)
         self.summing_up = False  # the Trainer's closing metrics block under way: its rows are no step's figures
 
     def summary(self, segment: str) -> bool:
@@ -222,9 +223,9 @@ class Reader:
                 return int(composer.group(1)) + 1 if loss is not None else None
         if "global_step" in low or "|loss:" in low or "iteration" in low or "[batch=" in low or "num_updates" in low:
             for word, pattern in _EXPLICIT:
-                found = pattern.findall(text) if word in low else None
-                if found:  # the newest, where a log lost a bar's carriage returns
-                    return int(found[-1][0] if isinstance(found[-1], tuple) else found[-1])
+                matches = pattern.findall(text) if word in low else None
+                if matches:  # the newest, where a log lost a bar's carriage returns
+                    return int(matches[-1][0] if isinstance(matches[-1], tuple) else matches[-1])
         if "Training finished" in text:
             ray = _RAY_RE.search(text)
             if ray:
@@ -255,7 +256,7 @@ class Reader:
             counted = int(epoch.group(1)) if epoch else None
         return counted
 
-    def _bar(self, text: str, found: re.Match) -> int | None:
+    def _bar(self, text: str, found: re.Match[str]) -> int | None:
         count, total = int(found.group(1)), int(found.group(2)) if found.group(2) else None
         head = text[:found.start()]
         percent = _PERCENT_RE.search(head) if "%|" in head else None
@@ -287,7 +288,7 @@ class Reader:
             self.dropped, self.total = self.total, total
         return self._counted(count, total)
 
-    def _counted(self, step: int, total) -> int:
+    def _counted(self, step: int, total: int | str) -> int:
         self.bar_total = total
         return step
 
@@ -295,12 +296,13 @@ class Reader:
 class Progress:
     """One node's progress: the last step, when it was logged, and a thinned history of (time, step, loss)."""
 
-    def __init__(self, node: str, run_id: str, pattern: str | None = None, clock=time.time, record: dict | None = None):
+    def __init__(self, node: str, run_id: str, pattern: str | None = None, clock: Callable[[], float] = time.time,
+                 record: dict[str, Any] | None = None):
         self.clock = clock
         self.reader = Reader(pattern)
         self.record = record or {"node": node, "run_id": run_id, "step": None, "step_at": None, "loss": None, "points": []}
-        self.seen = set()  # the steps read this attempt: another rank's line of one of them is no new step
-        self.from_bars = {}  # this attempt's points read from bars, by the bar's total
+        self.seen: set[int] = set()  # the steps read this attempt: another rank's line of one of them is no new step
+        self.from_bars: dict[int | str, list[list[Any]]] = {}  # this attempt's points read from bars, by the bar's total
 
     def feed(self, text: str) -> bool:
         """Read lines (tqdm's carriage returns may be in them); True when they named a new training step."""

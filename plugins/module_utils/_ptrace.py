@@ -15,6 +15,7 @@ import platform
 import signal
 import sys
 import time
+from typing import Callable
 
 YAMA = "/proc/sys/kernel/yama/ptrace_scope"
 CAP_SYS_PTRACE = 19
@@ -65,7 +66,7 @@ def kernel_view(pid: int, proc: str = "/proc") -> dict:
     call = (_read(os.path.join(base, "syscall")) or "").split()
     number = int(call[0]) if call and call[0].lstrip("-").isdigit() else None
     names = SYSCALLS.get(platform.machine(), {})
-    threads = {}
+    threads: dict[str, int] = {}
     for tid in os.listdir(os.path.join(base, "task")) if os.path.isdir(os.path.join(base, "task")) else []:
         stat = _read(os.path.join(base, "task", tid, "stat")) or ""
         letter = stat.rsplit(")", 1)[-1].split()[:1]
@@ -76,7 +77,7 @@ def kernel_view(pid: int, proc: str = "/proc") -> dict:
             "threads": threads}
 
 
-def _sleeper(user: tuple | None) -> int:
+def _sleeper(user: tuple[int, int] | None) -> int:
     """A sleeping Python process (of user (uid, gid), where root starts it, as the ranks run): its pid."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child becomes the sleeper
@@ -91,7 +92,7 @@ def _sleeper(user: tuple | None) -> int:
     return pid
 
 
-def trial(py_spy: str | None, run, user: tuple | None = None) -> str | None:
+def trial(py_spy: str | None, run: Callable[[list[str]], tuple[int, str, str]], user: tuple[int, int] | None = None) -> str | None:
     """py-spy dump of a sleeping Python process of user: None when it read the stack, else why not (py-spy's own last
     line). run(argv) -> (rc, stdout, stderr) runs py-spy (the module's run_command)."""
     if not py_spy or not os.access(py_spy, os.X_OK):

@@ -11,11 +11,12 @@ these files); standard library only.
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
 
 UNSET = frozenset(("", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]"))
 
 
-def value(text):
+def value(text: str | None) -> str | None:
     """Stripped text, or None for nvidia-smi's "N/A"-style placeholders."""
     if text is None:
         return None
@@ -23,13 +24,13 @@ def value(text):
     return None if text.lower() in UNSET else text
 
 
-def int_prefix(text):
+def int_prefix(text: str | None) -> int | None:
     """Leading integer of "143771 MiB" style values, None if there is none."""
     text = value(text)
     match = re.match(r"\d+", text) if text else None
     return int(match.group(0)) if match else None
 
 
-def xml_text(element, path):
+def xml_text(element: ET.Element, path: str) -> str | None:
     found = element.find(path)
     return value(found.text) if found is not None else None

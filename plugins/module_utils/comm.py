@@ -16,6 +16,7 @@ import ipaddress
 import json
 import os
 import re
+from typing import Any, Iterable
 
 from ._infiniband import natural_key, sysfs_value
 
@@ -84,7 +85,7 @@ _LDCONFIG_RE = re.compile(r'^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$')
 _SIZE_UNITS = 'KMGTPE'
 
 
-def nccl_version_from_filename(path):
+def nccl_version_from_filename(path: str | None) -> str | None:
     """'/x/libnccl.so.2.28.9' -> '2.28.9'; None when the name carries only the soname major (libnccl.so.2)."""
     if not path:
         return None
@@ -92,7 +93,7 @@ def nccl_version_from_filename(path):
     return m.group(1) if m else None
 
 
-def nccl_version_from_code(code):
+def nccl_version_from_code(code: int | str) -> str | None:
     """NCCL_VERSION_CODE / ncclGetVersion() int -> 'X.Y.Z' (22809 -> 2.28.9; codes below 10000 are pre-2.9: 2708 -> 2.7.8)."""
     code = int(code)
     if code <= 0:
@@ -102,7 +103,7 @@ def nccl_version_from_code(code):
     return '%d.%d.%d' % (code // 1000, code // 100 % 10, code % 100)
 
 
-def normalize_nccl_version(value):
+def normalize_nccl_version(value: object) -> str | None:
     """torch.cuda.nccl.version() in any shape it has had: (2, 28, 9), [2, 28, 9], '(2, 28, 9)', 22809, '2.28.9'."""
     if value is None or isinstance(value, bool):
         return None
@@ -117,7 +118,7 @@ def normalize_nccl_version(value):
     return '.'.join(str(int(p)) for p in parts[:3]) if len(parts) >= 3 else None
 
 
-def parse_ldconfig(text):
+def parse_ldconfig(text: str | None) -> list[dict[str, str]]:
     """`ldconfig -p` -> [{soname, arch, path}] (the header line and anything unparsable are skipped)."""
     entries = []
     for line in (text or '').splitlines():
@@ -127,15 +128,15 @@ def parse_ldconfig(text):
     return entries
 
 
-def is_nccl_library(name):
+def is_nccl_library(name: str) -> bool:
     """True for the core NCCL library (libnccl.so, libnccl.so.2, libnccl.so.2.28.9), not plugins or libnccl_static."""
     base = os.path.basename(name)
     return base == 'libnccl.so' or base.startswith('libnccl.so.')
 
 
-def parse_ldconfig_nccl(text):
+def parse_ldconfig_nccl(text: str | None) -> list[dict[str, str | None]]:
     """`ldconfig -p` -> the core NCCL library entries [{path, soname, version}] (version only when a file name carries it)."""
-    result = []
+    result: list[dict[str, str | None]] = []
     for entry in parse_ldconfig(text):
         if is_nccl_library(entry['soname']):
             version = nccl_version_from_filename(entry['soname']) or nccl_version_from_filename(entry['path'])
@@ -143,10 +144,10 @@ def parse_ldconfig_nccl(text):
     return result
 
 
-def parse_pip_show(text):
+def parse_pip_show(text: str | None) -> list[dict[str, str | None]]:
     """`pip show a b` -> [{name, version, location}], one per package block (blocks are separated by '---')."""
-    packages = []
-    current = {}
+    packages: list[dict[str, str | None]] = []
+    current: dict[str, str | None] = {}
     for line in (text or '').splitlines() + ['---']:
         if line.strip() == '---':
             if current.get('name'):
@@ -159,12 +160,13 @@ def parse_pip_show(text):
     return packages
 
 
-def parse_torch_probe(text):
+def parse_torch_probe(text: str | None) -> dict[str, Any]:
     """Output of TORCH_PROBE (one JSON line), or the older 'key value' probe format of the h200x2 fixture, ->
     {python: {version, executable}, torch: {version, cuda, nccl, device_count} | None, torch_error, torch_nccl_library, packages}.
 
     packages is None when the probe could not list installed distributions (then the module asks pip).
     """
+    result: dict[str, Any]
     result = {'python': {'version': None, 'executable': None}, 'torch': None, 'torch_error': None,
               'torch_nccl_library': None, 'packages': None}
     lines = [line.strip() for line in (text or '').splitlines() if line.strip()]
@@ -182,7 +184,7 @@ def parse_torch_probe(text):
             result['torch'] = {'version': torch.get('version'), 'cuda': torch.get('cuda'),
                                'nccl': normalize_nccl_version(torch.get('nccl')), 'device_count': torch.get('device_count')}
         return result
-    values = {}
+    values: dict[str, str] = {}
     for line in lines:
         key, _sep, value = line.partition(' ')
         values[key] = value.strip()
@@ -195,11 +197,11 @@ def parse_torch_probe(text):
     return result
 
 
-def _none_if_empty(value):
+def _none_if_empty(value: str | None) -> str | None:
     return None if value in (None, '', 'None') else value
 
 
-def parse_mpi_version(text):
+def parse_mpi_version(text: str | None) -> dict[str, str] | None:
     """`mpirun --version` (or an MPI library version string) -> {implementation, version}, or None if none is recognised.
 
     For MPICH-derived launchers (MPICH, MVAPICH) the version is that of their Hydra launcher.
@@ -222,15 +224,15 @@ def parse_mpi_version(text):
     return None
 
 
-def parse_nvcc_version(text):
+def parse_nvcc_version(text: str | None) -> str | None:
     """`nvcc --version` -> '13.0' (the 'release X.Y' of the toolkit), or None."""
     m = re.search(r'release (\d+\.\d+)', text or '')
     return m.group(1) if m else None
 
 
-def parse_ip_addr_json(text):
+def parse_ip_addr_json(text: str | None) -> list[dict[str, Any]]:
     """`ip -j addr show` -> [{name, state, mtu, link_type, addresses: ['10.0.0.5/24', ...]}]."""
-    interfaces = []
+    interfaces: list[dict[str, Any]] = []
     for link in json.loads(text or '[]'):
         interfaces.append({
             'name': link.get('ifname'),
@@ -246,14 +248,14 @@ def parse_ip_addr_json(text):
 _LINK_TYPES = {'1': 'ether', '32': 'infiniband', '772': 'loopback', '776': 'sit', '65534': 'none'}
 
 
-def read_sysfs_net(sysfs_root='/sys'):
+def read_sysfs_net(sysfs_root: str = '/sys') -> list[dict[str, Any]]:
     """Interfaces from <sysfs_root>/class/net, for hosts without `ip`: parse_ip_addr_json's shape with empty addresses."""
     base = os.path.join(sysfs_root, 'class', 'net')
     try:
         names = sorted(os.listdir(base), key=natural_key)
     except (IOError, OSError):
         return []
-    interfaces = []
+    interfaces: list[dict[str, Any]] = []
     for name in names:
         if not os.path.isdir(os.path.join(base, name)):
             continue  # bonding_masters and similar control files
@@ -263,15 +265,15 @@ def read_sysfs_net(sysfs_root='/sys'):
             'name': name,
             'state': (sysfs_value(os.path.join(base, name, 'operstate')) or 'unknown').upper(),
             'mtu': int(mtu) if mtu and mtu.isdigit() else None,
-            'link_type': _LINK_TYPES.get(link_type, link_type),
+            'link_type': _LINK_TYPES.get(link_type, link_type) if link_type is not None else None,
             'addresses': [],
         })
     return interfaces
 
 
-def parse_proc_if_inet6(text):
+def parse_proc_if_inet6(text: str | None) -> dict[str, list[str]]:
     """/proc/net/if_inet6 -> {interface: ['fd00::2/64', ...]} (address, ifindex, prefix length, scope, flags, name; hex)."""
-    addresses = {}
+    addresses: dict[str, list[str]] = {}
     for line in (text or '').splitlines():
         fields = line.split()
         if len(fields) == 6 and len(fields[0]) == 32:
@@ -280,12 +282,12 @@ def parse_proc_if_inet6(text):
     return addresses
 
 
-def netmask_prefix(netmask):
+def netmask_prefix(netmask: str) -> int:
     """'255.255.255.0' -> 24."""
     return ipaddress.IPv4Network('0.0.0.0/' + netmask).prefixlen
 
 
-def interface_for_ip(interfaces, ip):
+def interface_for_ip(interfaces: list[dict[str, Any]], ip: object) -> str | None:
     """Name of the interface holding address `ip` (compared as addresses, so IPv6 spellings match), else None."""
     try:
         wanted = ipaddress.ip_address(str(ip).strip())
@@ -294,11 +296,12 @@ def interface_for_ip(interfaces, ip):
     for interface in interfaces:
         for address in interface.get('addresses', []):
             if ipaddress.ip_interface(address).ip == wanted:
-                return interface['name']
+                name: str = interface['name']
+                return name
     return None
 
 
-def recommend_socket_ifname(interfaces, cluster_ip):
+def recommend_socket_ifname(interfaces: list[dict[str, Any]], cluster_ip: object) -> tuple[str | None, str | None]:
     """(NCCL_SOCKET_IFNAME, reason): the interface carrying cluster_ip, or None and why not.
 
     The reason is also set when an interface is found but is not up, because NCCL would still pick it.
@@ -320,12 +323,12 @@ def recommend_socket_ifname(interfaces, cluster_ip):
     return name, None
 
 
-def find_net_plugins(paths):
+def find_net_plugins(paths: Iterable[str | None]) -> list[str]:
     """Candidate library paths -> sorted distinct NCCL net plugins (libnccl-net.so, libnccl-net-<name>.so, ...)."""
     return sorted(set(os.path.normpath(p) for p in paths if p and _NET_PLUGIN_RE.match(os.path.basename(p))))
 
 
-def human_bytes(size):
+def human_bytes(size: float | None) -> str | None:
     """Bytes -> df -h style power-of-1024 text: 274877906944 -> '256G', 67108864 -> '64M'."""
     if size is None:
         return None
@@ -340,7 +343,7 @@ def human_bytes(size):
     return text + unit
 
 
-def _size_to_bytes(text):
+def _size_to_bytes(text: str) -> int | None:
     m = re.match(r'^(\d+(?:\.\d+)?)([KMGTPE]?)i?B?$', text.strip(), re.I)
     if not m:
         return None
@@ -348,13 +351,13 @@ def _size_to_bytes(text):
     return int(float(m.group(1)) * 1024 ** power)
 
 
-def shm_from_statvfs(frsize, blocks):
+def shm_from_statvfs(frsize: int, blocks: int) -> dict[str, Any]:
     """os.statvfs('/dev/shm') f_frsize and f_blocks -> {size_bytes, human}."""
     size = int(frsize) * int(blocks)
     return {'size_bytes': size, 'human': human_bytes(size)}
 
 
-def parse_df_shm(text):
+def parse_df_shm(text: str | None) -> dict[str, Any]:
     """`df -h /dev/shm` or `df -B1 /dev/shm` -> {size_bytes, human} from the Size column ({None, None} if absent).
 
     df -h rounds, so '256G' gives 256 GiB exactly.
@@ -367,7 +370,7 @@ def parse_df_shm(text):
     return {'size_bytes': size, 'human': human_bytes(size)}
 
 
-def parse_port_range(text):
+def parse_port_range(text: str | None) -> list[int] | None:
     """/proc/sys/net/ipv4/ip_local_port_range '32768\\t60999' -> [32768, 60999]; None if not two numbers."""
     parts = (text or '').split()
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
@@ -375,13 +378,13 @@ def parse_port_range(text):
     return [int(parts[0]), int(parts[1])]
 
 
-def _limit_value(token, scale=1):
+def _limit_value(token: str, scale: int = 1) -> int | str | None:
     if token == 'unlimited':
         return 'unlimited'
     return int(token) * scale if token.isdigit() else None
 
 
-def parse_memlock(text):
+def parse_memlock(text: str | None) -> dict[str, int | str | None]:
     """Locked-memory limit -> {soft, hard} as int bytes or 'unlimited'.
 
     Accepts /proc/<pid>/limits text ('Max locked memory  8388608  8388608  bytes') or `ulimit -l` output, which is the
@@ -398,9 +401,9 @@ def parse_memlock(text):
     return {'soft': None, 'hard': None}
 
 
-def parse_os_release(text):
+def parse_os_release(text: str | None) -> dict[str, str]:
     """/etc/os-release -> dict of its keys with quotes removed (PRETTY_NAME, ID, VERSION_ID, ...)."""
-    values = {}
+    values: dict[str, str] = {}
     for line in (text or '').splitlines():
         key, sep, value = line.partition('=')
         if sep and key.strip() and not key.startswith('#'):
@@ -411,7 +414,7 @@ def parse_os_release(text):
     return values
 
 
-def nccl_summary(sources):
+def nccl_summary(sources: list[dict[str, Any]]) -> dict[str, Any]:
     """[{source, version, ...}] -> {sources, versions}: versions are the distinct known ones, numerically sorted."""
     versions = set(s['version'] for s in sources if s.get('version'))
     return {'sources': sources, 'versions': sorted(versions, key=natural_key)}

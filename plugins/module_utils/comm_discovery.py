@@ -17,6 +17,7 @@ import platform
 import socket
 import struct
 import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 from ansible_collections.trainops.cluster.plugins.module_utils._infiniband import read_infiniband
 from ansible_collections.trainops.cluster.plugins.module_utils.command import run_bounded
@@ -25,6 +26,9 @@ from ansible_collections.trainops.cluster.plugins.module_utils.comm import (
     netmask_prefix, parse_ip_addr_json, parse_ldconfig, parse_memlock, parse_mpi_version, parse_nvcc_version, parse_os_release,
     parse_pip_show, parse_port_range, parse_proc_if_inet6, parse_torch_probe, read_sysfs_net, recommend_socket_ifname,
     shm_from_statvfs)
+
+if TYPE_CHECKING:
+    from ansible.module_utils.basic import AnsibleModule
 
 SYSFS_ROOT = '/sys'
 OS_RELEASE = '/etc/os-release'
@@ -43,19 +47,19 @@ MPI_DIRS = ['/opt/hpcx/ompi/bin', '/usr/lib64/openmpi/bin', '/usr/lib64/mpich/bi
 NCCL_TESTS_DIRS = ['/opt/trainops/nccl-tests/src/build', '/opt/nccl-tests/build']
 
 
-def run(module, argv, timeout):
+def run(module: AnsibleModule, argv: list[str], timeout: float) -> tuple[int, str, str, bool]:
     """(rc, stdout, stderr, timed_out) of argv, killed after `timeout` seconds; C locale for parsable output."""
     return run_bounded(module, argv, timeout, environ_update={'LC_ALL': 'C'})
 
 
-def failure(argv, rc, err, timed_out, timeout):
+def failure(argv: list[str], rc: int, err: str, timed_out: bool, timeout: float) -> str:
     if timed_out:
         return '%s timed out after %ss' % (os.path.basename(argv[0]), timeout)
     lines = (err or '').strip().splitlines()
     return '%s exited %s%s' % (os.path.basename(argv[0]), rc, (': ' + lines[-1]) if lines else '')
 
 
-def read_text(path):
+def read_text(path: str) -> str | None:
     try:
         with open(path) as f:
             return f.read()
@@ -63,13 +67,15 @@ def read_text(path):
         return None
 
 
-def resolve_python(module, python):
+def resolve_python(module: AnsibleModule, python: str) -> str | None:
     if os.path.isabs(python):
         return python if os.access(python, os.X_OK) else None
-    return module.get_bin_path(python)
+    found: str | None = module.get_bin_path(python)
+    return found
 
 
-def probe_python(module, python, timeout, unavailable, probe_torch=True):
+def probe_python(module: AnsibleModule, python: str, timeout: float, unavailable: dict[str, str],
+                 probe_torch: bool = True) -> tuple[dict[str, Any], str | None]:
     """The torch probe's parsed result, with pip's answer when the probe could not list packages."""
     path = resolve_python(module, python)
     if path is None:
@@ -93,12 +99,13 @@ def probe_python(module, python, timeout, unavailable, probe_torch=True):
     return probe, path
 
 
-def system_nccl(module, ldconfig_entries, timeout, unavailable):
+def system_nccl(module: AnsibleModule, ldconfig_entries: list[dict[str, str]], timeout: float,
+                unavailable: dict[str, str]) -> list[dict[str, Any]]:
     """One 'system' source per distinct libnccl file in the linker cache or LIBRARY_DIRS."""
     candidates = [e['path'] for e in ldconfig_entries if is_nccl_library(e['soname'])]
     for directory in LIBRARY_DIRS:
         candidates.extend(sorted(glob.glob(os.path.join(directory, 'libnccl.so*'))))
-    sources = []
+    sources: list[dict[str, Any]] = []
     seen = set()
     for path in candidates:
         real = os.path.realpath(path)
@@ -118,7 +125,7 @@ def system_nccl(module, ldconfig_entries, timeout, unavailable):
     return sources
 
 
-def net_plugin_candidates(ldconfig_entries, packages):
+def net_plugin_candidates(ldconfig_entries: list[dict[str, str]], packages: list[dict[str, Any]]) -> list[str]:
     paths = [e['path'] for e in ldconfig_entries]
     dirs = list(LIBRARY_DIRS) + [d for d in os.environ.get('LD_LIBRARY_PATH', '').split(':') if d]
     for package in packages:
@@ -129,15 +136,15 @@ def net_plugin_candidates(ldconfig_entries, packages):
     return paths
 
 
-def find_tool(module, name, dirs, unavailable, where):
+def find_tool(module: AnsibleModule, name: str, dirs: list[str], unavailable: dict[str, str], where: str) -> str | None:
     """PATH (and the sbin directories) first, as a login shell would find it, then the usual install directories."""
-    path = module.get_bin_path(name) or module.get_bin_path(name, opt_dirs=dirs)
+    path: str | None = module.get_bin_path(name) or module.get_bin_path(name, opt_dirs=dirs)
     if path is None:
         unavailable[name] = 'not found in PATH or %s' % where
     return path
 
 
-def nccl_tests(module, nccl_tests_path, unavailable):
+def nccl_tests(module: AnsibleModule, nccl_tests_path: str | None, unavailable: dict[str, str]) -> dict[str, Any]:
     if nccl_tests_path:
         for candidate in (os.path.join(nccl_tests_path, 'all_reduce_perf'), os.path.join(nccl_tests_path, 'build', 'all_reduce_perf')):
             if os.access(candidate, os.X_OK):
@@ -148,7 +155,8 @@ def nccl_tests(module, nccl_tests_path, unavailable):
     return {'present': path is not None, 'path': path}
 
 
-def tool_version(module, name, dirs, where, parse, timeout, unavailable):
+def tool_version(module: AnsibleModule, name: str, dirs: list[str], where: str, parse: Callable[[str], Any], timeout: float,
+                 unavailable: dict[str, str]) -> tuple[str | None, Any]:
     """(path, parsed `<name> --version`) or (None, None) with the reason recorded."""
     path = find_tool(module, name, dirs, unavailable, where)
     if path is None:
@@ -162,7 +170,7 @@ def tool_version(module, name, dirs, where, parse, timeout, unavailable):
     return path, parsed
 
 
-def ipv4_address(name):
+def ipv4_address(name: str) -> str | None:
     """Primary IPv4 address of an interface as 'a.b.c.d/len' via ioctl, or None."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
@@ -176,7 +184,7 @@ def ipv4_address(name):
     return '%s/%d' % (address, netmask_prefix(netmask))
 
 
-def list_interfaces(module, timeout, unavailable):
+def list_interfaces(module: AnsibleModule, timeout: float, unavailable: dict[str, str]) -> list[dict[str, Any]]:
     """`ip -j addr show`; without a working `ip` (slim images), sysfs and /proc with each interface's primary IPv4 address."""
     ip = find_tool(module, 'ip', [], unavailable, '/sbin, /usr/sbin')
     if ip:
@@ -197,15 +205,15 @@ def list_interfaces(module, timeout, unavailable):
     return interfaces
 
 
-def gather(module):
+def gather(module: AnsibleModule) -> dict[str, Any]:
     params = module.params
     timeout = params['timeout']
-    unavailable = {}
+    unavailable: dict[str, str] = {}
 
     python = params['python'] or sys.executable
     probe, python_path = probe_python(module, python, timeout, unavailable, params['probe_torch'])
 
-    ldconfig_entries = []
+    ldconfig_entries: list[dict[str, str]] = []
     ldconfig = find_tool(module, 'ldconfig', [], unavailable, '/sbin, /usr/sbin')
     if ldconfig:
         argv = [ldconfig, '-p']

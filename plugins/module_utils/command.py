@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from subprocess import Popen
+
+    from ansible.module_utils.basic import AnsibleModule
 
 # timeout(1)'s exit codes: 124 after SIGTERM, 137 when it had to send SIGKILL (as seen by a shell); the
 # SIGKILL goes to its whole process group, timeout(1) included, which run_command then reports as -9.
@@ -19,10 +25,10 @@ TIMED_OUT = (124, 137, -9)
 KILL_AFTER = 2
 
 
-def environment_of(module, environment):
+def environment_of(module: AnsibleModule, environment: Mapping[str, Any] | None) -> dict[str, str]:
     """A module's O(environment) dict as strings; fails on values that would not reach NCCL as meant (a boolean
     would arrive as True, which NCCL reads as 0)."""
-    result = {}
+    result: dict[str, str] = {}
     for name, value in (environment or {}).items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             module.fail_json(msg="environment %s: give a string or a number, not %r" % (name, value))
@@ -30,7 +36,8 @@ def environment_of(module, environment):
     return result
 
 
-def run_bounded(module, argv, timeout, environ_update=None, umask=None):
+def run_bounded(module: AnsibleModule, argv: Sequence[str], timeout: float, environ_update: dict[str, str] | None = None,
+                umask: int | None = None) -> tuple[int, str, str, bool]:
     """Run argv under coreutils timeout(1), which kills the command's whole process group at the deadline.
 
     umask: the command's umask (None: the module's). Returns (rc, stdout, stderr, timed_out). A process the kernel cannot kill (an nvidia-smi on a GPU that
@@ -43,7 +50,9 @@ def run_bounded(module, argv, timeout, environ_update=None, umask=None):
     return rc, out, err, rc in TIMED_OUT and time.monotonic() - start >= timeout
 
 
-def run_watched(module, argv, environ, timeout, ready, ready_timeout, stop, clock=time.monotonic):
+def run_watched(module: AnsibleModule, argv: Sequence[str], environ: dict[str, str] | None, timeout: float,
+                ready: Callable[[], bool], ready_timeout: float, stop: Callable[[], object],
+                clock: Callable[[], float] = time.monotonic) -> tuple[int, str, str, str | None]:
     """Run argv with run_command while a watchdog stops it at timeout seconds, or at ready_timeout seconds when ready()
     is still false then (a launch that never gets past its rendezvous is stopped at the rendezvous limit, not the run's).
 
@@ -51,9 +60,9 @@ def run_watched(module, argv, environ, timeout, ready, ready_timeout, stop, cloc
     run's variable, which also reaches a container's processes). Returns (rc, stdout, stderr, stopped) with stopped
     None, "timeout" or "not ready".
     """
-    state = {"stopped": None}
+    state: dict[str, str | None] = {"stopped": None}
 
-    def watch(process):
+    def watch(process: Popen[bytes]) -> None:
         start, seen = clock(), False
         while process.poll() is None:
             elapsed = clock() - start
@@ -68,7 +77,7 @@ def run_watched(module, argv, environ, timeout, ready, ready_timeout, stop, cloc
                 return
             time.sleep(0.5)
 
-    def start_watchdog(process):
+    def start_watchdog(process: Popen[bytes]) -> None:
         threading.Thread(target=watch, args=(process,), daemon=True).start()
 
     rc, out, err = module.run_command(list(argv), environ_update=environ, expand_user_and_vars=False,

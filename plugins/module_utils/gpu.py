@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from ._gpu_health import parse_health
 from ._smi_values import int_prefix as _int_prefix
@@ -45,7 +46,7 @@ _TOPO_AFFINITY_COLUMNS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa
 _XML_COMPUTE_CAP_TAGS = ("compute_cap", "cuda_compute_capability")
 
 
-def _pcie_link(gpu):
+def _pcie_link(gpu: ET.Element) -> dict[str, int | None] | None:
     """A GPU's PCIe link from -q -x: {max_gen, max_width, current_gen, current_width}, None when nothing is reported.
 
     max_* is what the link between this GPU and its host can train to (nvidia-smi's "Max", the lower of device and
@@ -60,7 +61,7 @@ def _pcie_link(gpu):
     return link if any(value is not None for value in link.values()) else None
 
 
-def summarize_pcie(gpus):
+def summarize_pcie(gpus: list[dict[str, Any]]) -> dict[str, int] | None:
     """Node-level PCIe link, {gen, width}: the lowest maximum generation and width over the GPUs (the slowest GPU paces
     a collective), or None when a GPU does not report both. The maximum, not the current link: an idle GPU's link
     runs at a lower generation until traffic starts, and a link trained below its maximum should show as slow."""
@@ -70,7 +71,7 @@ def summarize_pcie(gpus):
     return {"gen": min(link["max_gen"] for link in links), "width": min(link["max_width"] for link in links)}
 
 
-def parse_smi_xml(xml_text):
+def parse_smi_xml(xml_text: str) -> dict[str, Any]:
     """Parse `nvidia-smi -q -x`.
 
     Returns {driver_version, cuda_version, gpu_count, gpus: [{index, minor_number (its /dev/nvidiaN), name, uuid, pci_bus_id, memory_total_mib,
@@ -82,7 +83,7 @@ def parse_smi_xml(xml_text):
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
         raise ValueError("nvidia-smi -q -x output is not XML: %s" % exc) from exc
-    gpus = []
+    gpus: list[dict[str, Any]] = []
     for position, gpu in enumerate(root.findall("gpu")):
         compute_cap = None
         for tag in _XML_COMPUTE_CAP_TAGS:
@@ -109,7 +110,7 @@ def parse_smi_xml(xml_text):
     }
 
 
-def parse_query_csv(text):
+def parse_query_csv(text: str | None) -> list[dict[str, str | None]]:
     """Parse `nvidia-smi --query-gpu=<fields> --format=csv` (with its header line).
 
     Returns one dict per GPU keyed by field name with the unit suffix dropped ("memory.total [MiB]" -> "memory.total");
@@ -126,7 +127,7 @@ def parse_query_csv(text):
     return [dict(zip(header, (_value(cell) for cell in row))) for row in rows[1:] if len(row) == len(header)]
 
 
-def parse_topo(text):
+def parse_topo(text: str | None) -> dict[str, Any]:
     """Parse `nvidia-smi topo -m` (ANSI escapes are stripped).
 
     Returns {matrix: {"GPU0": {"GPU1": "NV18", "NIC0": "PIX"}, "NIC0": {...}}, gpus: [{name, index, cpu_affinity,
@@ -134,8 +135,10 @@ def parse_topo(text):
     NIC columns are named NIC<n> by current drivers, with a "NIC Legend" giving the device (mlx5_0); older drivers
     name the column after the device itself, then name and device are the same.
     """
-    header = None
-    matrix, gpus, legend = {}, [], {}
+    header: list[str] | None = None
+    matrix: dict[str, dict[str, str]] = {}
+    gpus: list[dict[str, Any]] = []
+    legend: dict[str, str] = {}
     for line in _ANSI.sub("", text or "").splitlines():
         legend_match = _TOPO_NIC_LEGEND.match(line.strip())
         if legend_match:
@@ -158,7 +161,7 @@ def parse_topo(text):
                             if peer in row and peer != cells[0] and peer not in _TOPO_AFFINITY_COLUMNS}
         gpu_match = _TOPO_GPU.match(cells[0])
         if gpu_match:
-            entry = {"name": cells[0], "index": int(gpu_match.group(1))}
+            entry: dict[str, Any] = {"name": cells[0], "index": int(gpu_match.group(1))}
             for column, key in _TOPO_AFFINITY_COLUMNS.items():
                 entry[key] = _value(row.get(column))
             gpus.append(entry)
@@ -167,7 +170,7 @@ def parse_topo(text):
     return {"matrix": matrix, "gpus": gpus, "nics": nics}
 
 
-def parse_nvlink_status(text):
+def parse_nvlink_status(text: str | None) -> list[dict[str, Any]]:
     """Parse `nvidia-smi nvlink -s`.
 
     Returns a list, one entry per "GPU n: name (UUID: ...)" block: {index, name, uuid, links_active, links_inactive,
@@ -175,8 +178,8 @@ def parse_nvlink_status(text):
     bandwidth_gbps the sum over active links. links_inactive counts "<inactive>" links; it is None when the driver
     only says all links are inactive without listing them. Empty output (no NVLink) gives [].
     """
-    gpus = []
-    current = None
+    gpus: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
     for raw in (text or "").splitlines():
         line = raw.strip()
         gpu_match = _NVLINK_GPU.match(line)
@@ -208,10 +211,11 @@ def parse_nvlink_status(text):
     return result
 
 
-def parse_nvlink_errors(text):
+def parse_nvlink_errors(text: str | None) -> dict[int, dict[str, Any]]:
     """Parse `nvidia-smi nvlink -e`: {index: {uuid, replay, recovery, crc (each summed over the GPU's links), links (the
     links with any error, sorted)}}. The counters count since the driver loaded. Empty output gives {}."""
-    gpus, current = {}, None
+    gpus: dict[int, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
     for raw in (text or "").splitlines():
         line = raw.strip()
         gpu_match = _NVLINK_ERRORS_GPU.match(line)
@@ -227,7 +231,7 @@ def parse_nvlink_errors(text):
     return gpus
 
 
-def summarize_nvlink(per_gpu):
+def summarize_nvlink(per_gpu: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Node-level NVLink summary from parse_nvlink_status() entries, or None when no GPU reports any NVLink.
 
     The weakest GPU sets each figure: {links_per_gpu (min active links), link_speed_gbps (min active link speed),
@@ -243,7 +247,7 @@ def summarize_nvlink(per_gpu):
     }
 
 
-def parse_proc_driver_version(text):
+def parse_proc_driver_version(text: str | None) -> dict[str, str] | None:
     """Parse /proc/driver/nvidia/version into {version, type, description}, or None if it has no NVRM line.
 
     type is "open" for the open GPU kernel modules ("Open Kernel Module"), "proprietary" for the closed ones.
@@ -260,7 +264,7 @@ def parse_proc_driver_version(text):
     return None
 
 
-def _pci_key(address):
+def _pci_key(address: str | None) -> str | None:
     """Domain:bus:device in lower case with a 4-digit domain, so Xid's "0000:3b:00" matches "00000000:3B:00.0"."""
     parts = (address or "").lower().split(":")
     if len(parts) != 3:
@@ -268,7 +272,7 @@ def _pci_key(address):
     return "%s:%s:%s" % (parts[0][-4:].rjust(4, "0"), parts[1], parts[2].split(".")[0])
 
 
-def parse_xid(dmesg_text):
+def parse_xid(dmesg_text: str | None) -> list[dict[str, Any]]:
     """Xid events from kernel log text (dmesg or journalctl -k; any line prefix is fine).
 
     Returns [{pci, xid (int), message}] in log order; message is everything after the Xid number.
@@ -281,19 +285,20 @@ def parse_xid(dmesg_text):
     return events
 
 
-def _merge_query(gpus, rows):
+def _merge_query(gpus: list[dict[str, Any]], rows: list[dict[str, str | None]]) -> None:
     by_uuid = {row.get("uuid"): row for row in rows if row.get("uuid")}
     for gpu in gpus:
         row = by_uuid.get(gpu["uuid"])
         if row is None:
             continue
-        if row.get("index") is not None and row["index"].isdigit():
-            gpu["index"] = int(row["index"])
+        index = row.get("index")
+        if index is not None and index.isdigit():
+            gpu["index"] = int(index)
         gpu["compute_capability"] = gpu["compute_capability"] or row.get("compute_cap")
         gpu["memory_total_mib"] = gpu["memory_total_mib"] or _int_prefix(row.get("memory.total"))
 
 
-def empty_facts(reason, kernel_module=None):
+def empty_facts(reason: str, kernel_module: dict[str, str] | None = None) -> dict[str, Any]:
     """Facts for a node where the GPUs cannot be enumerated; reason says why."""
     return {
         "available": False,
@@ -313,8 +318,10 @@ def empty_facts(reason, kernel_module=None):
     }
 
 
-def gather(smi_xml=None, query_csv=None, topo=None, nvlink=None, proc_version=None, kernel_log=None,
-           smi_reason=None, kernel_log_reason=None, errors=None, nvlink_errors=None):
+def gather(smi_xml: str | None = None, query_csv: str | None = None, topo: str | None = None, nvlink: str | None = None,
+           proc_version: str | None = None, kernel_log: str | None = None, smi_reason: str | None = None,
+           kernel_log_reason: str | None = None, errors: list[str] | None = None,
+           nvlink_errors: str | None = None) -> dict[str, Any]:
     """Combine raw tool output into the trainops_gpu facts. Never raises.
 
     Each text is None when its tool or file was missing or failed. smi_reason says why smi_xml is None (default:
@@ -342,7 +349,8 @@ def gather(smi_xml=None, query_csv=None, topo=None, nvlink=None, proc_version=No
     return facts
 
 
-def _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module, nvlink_errors=None):
+def _facts_from_smi(smi_xml: str, query_csv: str | None, topo: str | None, nvlink: str | None,
+                    kernel_module: dict[str, str] | None, nvlink_errors: str | None = None) -> dict[str, Any]:
     try:
         smi = parse_smi_xml(smi_xml)
     except ValueError as exc:
@@ -363,10 +371,10 @@ def _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module, nvlink_erro
         errors = counted.get(gpu["index"])
         if gpu["nvlink"] is not None:
             # Matched by UUID where nvidia-smi printed it, else by index; None where the counters were not read.
-            same = errors and errors["uuid"] in (None, gpu["uuid"])
-            gpu["nvlink"]["errors"] = {key: errors[key] for key in ("replay", "recovery", "crc", "links")} if same else None
+            same = errors is not None and errors["uuid"] in (None, gpu["uuid"])
+            gpu["nvlink"]["errors"] = {key: errors[key] for key in ("replay", "recovery", "crc", "links")} if same and errors else None
     gpus.sort(key=lambda gpu: gpu["index"])
-    models = []
+    models: list[str] = []
     for gpu in gpus:
         if gpu["name"] and gpu["name"] not in models:
             models.append(gpu["name"])
@@ -385,7 +393,7 @@ def _facts_from_smi(smi_xml, query_csv, topo, nvlink, kernel_module, nvlink_erro
     }
 
 
-def _xid_with_gpu(events, gpus):
+def _xid_with_gpu(events: list[dict[str, Any]], gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
     index_by_pci = {_pci_key(gpu["pci_bus_id"]): gpu["index"] for gpu in gpus if gpu.get("pci_bus_id")}
     for event in events:
         event["gpu_index"] = index_by_pci.get(_pci_key(event["pci"]))

@@ -8,11 +8,13 @@ Node side: shipped to the nodes inside the module that imports it (etc_hosts).
 
 from __future__ import annotations
 
+from typing import Any
+
 BEGIN = "# BEGIN trainops.cluster nodes (managed by Ansible, do not edit)"
 END = "# END trainops.cluster nodes"
 
 
-def _drop_names(line, cluster):
+def _drop_names(line: str, cluster: dict[str, str]) -> str | None:
     """Remove from one hosts line the cluster names it maps to another address; None when no name is left."""
     content, sep, comment = line.partition("#")
     fields = content.split()
@@ -27,7 +29,7 @@ def _drop_names(line, cluster):
     return "\t".join([address] + kept) + ((" " + sep + comment) if sep else "")
 
 
-def render(text, entries):
+def render(text: str, entries: list[dict[str, Any]]) -> str:
     """Return new /etc/hosts text.
 
     entries: [{"ip", "names": [..]}] in a stable (rank) order, written as one marked block.
@@ -36,16 +38,17 @@ def render(text, entries):
     NCCL would bind loopback). Other lines are kept as they are.
     """
     cluster = {name.lower(): entry["ip"] for entry in entries for name in entry["names"]}
-    kept, inside = [], False
+    kept: list[str] = []
+    inside = False
     for line in text.splitlines():
         if line.strip() == BEGIN:
             inside = True
         elif line.strip() == END:
             inside = False
         elif not inside:
-            line = _drop_names(line, cluster)
-            if line is not None:
-                kept.append(line)
+            left = _drop_names(line, cluster)
+            if left is not None:
+                kept.append(left)
     while kept and not kept[-1].strip():
         kept.pop()
 

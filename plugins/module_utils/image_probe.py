@@ -13,6 +13,7 @@ Node side: shipped to the nodes inside the module that imports it (image_facts).
 from __future__ import annotations
 
 import json
+from typing import Any, Sequence
 
 from ansible_collections.trainops.cluster.plugins.module_utils.comm import normalize_nccl_version
 
@@ -61,13 +62,13 @@ print(json.dumps(out))
 '''
 
 
-def probe_argv(engine, image, python, packages, run_args=()):
+def probe_argv(engine: str, image: str, python: str, packages: Sequence[str], run_args: Sequence[str] = ()) -> list[str]:
     """The engine's command line that runs the probe in `image` with its `python`: no network, removed after."""
     return ([engine, 'run', '--rm', '--network', 'none'] + list(run_args)
             + ['--entrypoint', python, image, '-c', IMAGE_PROBE] + list(packages))
 
 
-def parse_image_probe(text):
+def parse_image_probe(text: str | None) -> dict[str, Any]:
     """IMAGE_PROBE's output (its last JSON line) -> {python, torch: {version, cuda, nccl} | None, torch_error,
     packages: {name: version | None}, llamafactory_unmet: [{requirement, installed}] | None, llamafactory_error}.
 

@@ -10,20 +10,21 @@ the controller too.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 
-def split_reference(ref):
+def split_reference(ref: str) -> tuple[str, str | None, str | None]:
     """'repo[:tag][@sha256:x]' -> (repo, tag or None, digest or None); a registry port is not a tag."""
     name, _sep, digest = ref.partition("@")
     slash = name.rfind("/")
     colon = name.rfind(":")
-    tag = None
+    tag: str | None = None
     if colon > slash:
         name, tag = name[:colon], name[colon + 1:]
     return name, tag, digest or None
 
 
-def parse_inspect(text):
+def parse_inspect(text: str | None) -> dict[str, Any] | None:
     """`docker|podman image inspect` JSON -> {id, repo_digests, repo_tags} of its first image, or None."""
     try:
         data = json.loads(text or "null")
@@ -38,7 +39,7 @@ def parse_inspect(text):
     return {"id": image_id, "repo_digests": image.get("RepoDigests") or [], "repo_tags": image.get("RepoTags") or []}
 
 
-def _normal(repo):
+def _normal(repo: str) -> str:
     """Docker Hub names as engines write them: 'docker.io/library/ubuntu' and 'ubuntu' are one repository."""
     for prefix in ("docker.io/", "index.docker.io/", "library/"):
         if repo.startswith(prefix):
@@ -46,7 +47,7 @@ def _normal(repo):
     return repo
 
 
-def digest_for(image, repo):
+def digest_for(image: dict[str, Any], repo: str) -> str | None:
     """The registry digest of `repo` among an inspected image's RepoDigests (the only one, if there is one), or None."""
     found = [split_reference(item) for item in image.get("repo_digests") or []]
     for name, dummy, digest in found:

@@ -10,6 +10,10 @@ cluster uses it on the controller too.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence, TypeVar
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 # ssh's stderr -> a diagnosis a user can act on; first match wins.
 SSH_ERRORS = (
@@ -35,14 +39,14 @@ SSH_ERRORS = (
 TRANSIENT = ("Connection closed", "Connection reset", "kex_exchange_identification")
 
 
-def transient(rc, stderr, stdout):
+def transient(rc: int, stderr: str, stdout: str) -> bool:
     """A refused handshake, or an empty answer from a successful ssh (seen at 16 nodes on 2 cores): one more try."""
     if rc == 0:
         return not stdout.strip()
     return rc == 255 and any(needle in stderr for needle in TRANSIENT)
 
 
-def ssh_argv(address, connect_timeout, ssh="ssh", command="hostname"):
+def ssh_argv(address: str, connect_timeout: int, ssh: str = "ssh", command: str = "hostname") -> list[str]:
     """The probe: non-interactive, strict host key checking, a bounded connect."""
     return [ssh, "-n", "-T",
             "-o", "BatchMode=yes",
@@ -54,16 +58,16 @@ def ssh_argv(address, connect_timeout, ssh="ssh", command="hostname"):
             address, command]
 
 
-def ssh_config(text):
+def ssh_config(text: str) -> dict[str, str]:
     """`ssh -G <host>` output -> {option: value}, the first value of each option (as ssh uses it)."""
-    config = {}
+    config: dict[str, str] = {}
     for line in text.splitlines():
         key, _sep, value = line.strip().partition(" ")
         config.setdefault(key.lower(), value.strip())
     return config
 
 
-def known_hosts_key(config, address):
+def known_hosts_key(config: dict[str, str], address: str) -> str:
     """The name ssh looks up in known_hosts for a dial of `address`: its HostKeyAlias, else its HostName,
     bracketed with the port when that is not 22."""
     name = config.get("hostkeyalias") or config.get("hostname") or address
@@ -73,13 +77,13 @@ def known_hosts_key(config, address):
     return name if port == "22" else "[%s]:%s" % (name, port)
 
 
-def known_hosts_files(config, home):
+def known_hosts_files(config: dict[str, str], home: str) -> list[str]:
     """The known_hosts files ssh reads for a host, from `ssh -G` (which leaves ~ unexpanded)."""
     files = (config.get("userknownhostsfile", "") + " " + config.get("globalknownhostsfile", "")).split()
     return [home + f[1:] if f.startswith("~/") else f for f in files]
 
 
-def local_result(probe, cluster_ip, resolved, known, seconds):
+def local_result(probe: dict[str, Any], cluster_ip: str, resolved: str | set[str], known: bool, seconds: float) -> dict[str, Any]:
     """Judge a pair checked on the source without logging in: the dialled name must resolve to the target's
     training address and known_hosts must trust a key for it.
 
@@ -98,7 +102,7 @@ def local_result(probe, cluster_ip, resolved, known, seconds):
     return result
 
 
-def diagnose(rc, stderr, timed_out=False, timeout=None):
+def diagnose(rc: int, stderr: str, timed_out: bool = False, timeout: float | None = None) -> str:
     """A one-line reason for a failed probe."""
     if timed_out:
         return "no answer within %ss (hung after connecting)" % timeout
@@ -109,7 +113,8 @@ def diagnose(rc, stderr, timed_out=False, timeout=None):
     return lines[-1] if lines else "ssh exited with %s" % rc
 
 
-def probe_result(probe, rc, stdout, stderr, seconds, timed_out=False, timeout=None):
+def probe_result(probe: dict[str, Any], rc: int, stdout: str, stderr: str, seconds: float, timed_out: bool = False,
+                 timeout: float | None = None) -> dict[str, Any]:
     """Judge one probe: it must connect and the node that answers must be the expected one."""
     result = dict(probe, ok=False, answered=None, error=None, seconds=round(seconds, 3), timed_out=timed_out, checked="ssh")
     if rc != 0 or timed_out:
@@ -125,7 +130,7 @@ def probe_result(probe, rc, stdout, stderr, seconds, timed_out=False, timeout=No
     return result
 
 
-def probes_for(nodes, by=("name", "ip")):
+def probes_for(nodes: list[dict[str, Any]], by: Sequence[str] = ("name", "ip")) -> list[dict[str, Any]]:
     """One probe per node record (host, short, cluster_ip, hostname) and way of addressing it (by name, by IP)."""
     probes = []
     for node in nodes:
@@ -135,7 +140,7 @@ def probes_for(nodes, by=("name", "ip")):
     return probes
 
 
-def login_targets(targets, self_host, full_max, neighbours, launchers):
+def login_targets(targets: list[dict[str, Any]], self_host: str, full_max: int, neighbours: int, launchers: Sequence[str]) -> list[str]:
     """The targets a node logs into. Up to `full_max` nodes, all of them (N x N). Above, its next `neighbours`
     nodes (targets come neighbour first, so every node is logged into by its predecessors), and a launcher logs into
     every node, as mpirun and pdsh do from there. Nobody else logs into a launcher on purpose: N-1 handshakes at
@@ -146,13 +151,13 @@ def login_targets(targets, self_host, full_max, neighbours, launchers):
     return hosts[:neighbours]
 
 
-def run_parallel(probes, run_one, parallel):
+def run_parallel(probes: Sequence[_T], run_one: Callable[[_T], _R], parallel: int) -> list[_R]:
     """Run run_one(probe) for every probe on `parallel` threads; the result keeps the probe order."""
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(probes) or 1))) as pool:
         return list(pool.map(run_one, probes))
 
 
-def run_retrying_hangs(probes, run_one, parallel):
+def run_retrying_hangs(probes: Sequence[_T], run_one: Callable[[_T], dict[str, Any]], parallel: int) -> list[dict[str, Any]]:
     """run_parallel, then once more for the probes that hung: while every node dials every other at once, a
     loaded node can miss the timeout (seen at 16 nodes on 2 cores); a path that hangs twice is reported."""
     results = run_parallel(probes, run_one, parallel)

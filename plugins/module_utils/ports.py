@@ -20,6 +20,7 @@ import selectors
 import socket
 import threading
 import time
+from typing import Any, Callable, Iterable, cast
 
 from ansible_collections.trainops.cluster.plugins.module_utils.mesh import run_parallel
 
@@ -42,52 +43,53 @@ ERRNO_REASONS = {
 }
 
 
-def sample_range(low, high):
+def sample_range(low: int, high: int) -> list[int]:
     """The ports probed for the range low-high: first, middle and last; a range is never probed port by port."""
     return sorted({low, (low + high) // 2, high})
 
 
-def expand_ports(spec):
+def expand_ports(spec: Iterable[int | str]) -> list[int]:
     """Ports to probe, sorted and unique, from a list of ints and "N" or "LOW-HIGH" strings. Raises ValueError."""
-    ports = set()
+    ports: set[int] = set()
     for item in spec:
         text = str(item).strip()
-        low, sep, high = text.partition("-")
-        if isinstance(item, bool) or not low.strip().isdigit() or (sep and not high.strip().isdigit()):
+        low_text, sep, high_text = text.partition("-")
+        if isinstance(item, bool) or not low_text.strip().isdigit() or (sep and not high_text.strip().isdigit()):
             raise ValueError("port %r is neither a number nor a range LOW-HIGH" % (item,))
-        low = int(low)
-        high = int(high) if sep else low
+        low = int(low_text)
+        high = int(high_text) if sep else low
         if not 1 <= low <= high <= 65535:
             raise ValueError("port %r is out of 1-65535 or its range is reversed" % (item,))
         ports.update(sample_range(low, high))
     return sorted(ports)
 
 
-def classify_error(exc):
+def classify_error(exc: BaseException | None) -> str:
     """A short reason for a failed socket operation: timed out (filtered/dropped), refused (closed/rejected), ..."""
     if isinstance(exc, socket.gaierror):
         return "name does not resolve"
     # socket.timeout is TimeoutError from Python 3.10 on, a plain OSError subclass before.
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "timed out"
-    reason = ERRNO_REASONS.get(getattr(exc, "errno", None))
+    number = getattr(exc, "errno", None)
+    reason = ERRNO_REASONS.get(number) if number is not None else None
     if reason:
         return reason
     return (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__).lower()
 
 
-def find_node(nodes, name):
+def find_node(nodes: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     """The node record whose inventory name (host) is name, or None."""
     return next((node for node in nodes if node.get("host") == name), None)
 
 
-def probes_for(nodes, self_name, ports):
+def probes_for(nodes: list[dict[str, Any]], self_name: str, ports: list[int]) -> list[dict[str, Any]]:
     """One probe per peer (every node but self_name) and port, in node then port order."""
     return [{"target": node["host"], "via": str(port), "port": port, "address": node["cluster_ip"]}
             for node in nodes if node["host"] != self_name for port in ports]
 
 
-def _listen(address, port, socket_factory):
+def _listen(address: str, port: int, socket_factory: Callable[[int, int, int], socket.socket]) -> tuple[socket.socket | None, OSError | None]:
     sock = None
     try:
         family, kind, proto, dummy, sockaddr = socket.getaddrinfo(address, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)[0]
@@ -103,7 +105,7 @@ def _listen(address, port, socket_factory):
     return sock, None
 
 
-def _answers(address, port, timeout=0.5):
+def _answers(address: str, port: int, timeout: float = 0.5) -> bool:
     """Does something accept connections on address:port right now?"""
     try:
         socket.create_connection((address, port), timeout=timeout).close()
@@ -112,7 +114,9 @@ def _answers(address, port, timeout=0.5):
     return True
 
 
-def open_listener(address, port, socket_factory=socket.socket, settle=2.0, clock=time.monotonic, sleep=time.sleep, answers=_answers):
+def open_listener(address: str, port: int, socket_factory: Callable[[int, int, int], socket.socket] = socket.socket, settle: float = 2.0,
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
+                  answers: Callable[[str, int], bool] = _answers) -> tuple[socket.socket | None, dict[str, Any]]:
     """Listen on address:port. Returns (socket or None, {port, state, error}); state is listening, served or failed.
 
     A port already in use by a listening service is "served": that service answers the peers instead of us. A port
@@ -134,7 +138,7 @@ def open_listener(address, port, socket_factory=socket.socket, settle=2.0, clock
         sleep(0.2)
 
 
-def same_address(text):
+def same_address(text: str) -> object:
     """An address in a form that compares equal however it was written (an IPv4-mapped IPv6 address as IPv4)."""
     try:
         address = ipaddress.ip_address(text.split("%")[0])
@@ -143,7 +147,7 @@ def same_address(text):
     return getattr(address, "ipv4_mapped", None) or address
 
 
-def accept_until(socks, deadline, peers=(), clock=time.monotonic):
+def accept_until(socks: list[socket.socket], deadline: float, peers: Iterable[str] = (), clock: Callable[[], float] = time.monotonic) -> None:
     """Accept and at once close every connection to the listening socks, then close them.
 
     They close at deadline, or as soon as every address in peers has connected to every one of them: nobody needs
@@ -157,24 +161,26 @@ def accept_until(socks, deadline, peers=(), clock=time.monotonic):
         try:
             while socks and clock() < deadline and (not peers or any(waiting.values())):
                 for key, dummy in selector.select(timeout=min(ACCEPT_POLL, max(0.0, deadline - clock()))):
+                    listener = cast(socket.socket, key.fileobj)
                     try:
-                        conn, source = key.fileobj.accept()
+                        conn, source = listener.accept()
                     except OSError:
                         # The prober gave up or reset before we got to it; nothing to report on our side.
                         continue
                     conn.close()
-                    waiting[key.fileobj].discard(same_address(source[0]))
+                    waiting[listener].discard(same_address(source[0]))
         finally:
             for sock in socks:
                 sock.close()
 
 
-def connect(address, port, timeout, source=None):
+def connect(address: str, port: int, timeout: float, source: str | None = None) -> None:
     """Open and close one TCP connection, from the address source of this node when given; raises OSError on failure."""
     socket.create_connection((address, port), timeout=timeout, source_address=(source, 0) if source else None).close()
 
 
-def probe(item, connect_timeout, retry_deadline, connect=connect, clock=time.monotonic, sleep=time.sleep):
+def probe(item: dict[str, Any], connect_timeout: float, retry_deadline: float, connect: Callable[[str, int, float], None] = connect,
+          clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep) -> dict[str, Any]:
     """Connect to item's address:port. A refused connect is retried until retry_deadline, a timeout is not.
 
     A probe that has not started by retry_deadline (every thread was busy) is not started: it could only run
@@ -200,7 +206,8 @@ def probe(item, connect_timeout, retry_deadline, connect=connect, clock=time.mon
     return result
 
 
-def run_matrix(nodes, self_name, ports, bind_address, connect_timeout, window, parallel):
+def run_matrix(nodes: list[dict[str, Any]], self_name: str, ports: list[int], bind_address: str, connect_timeout: float,
+               window: float, parallel: int) -> dict[str, Any]:
     """Listen on every port of ports and probe every peer on every port meanwhile, from this node's cluster_ip.
 
     The listeners close when every peer has connected to each of them, at the latest after window seconds.
@@ -210,9 +217,13 @@ def run_matrix(nodes, self_name, ports, bind_address, connect_timeout, window, p
     start = time.monotonic()
     probes = probes_for(nodes, self_name, ports)
     end = start + window if probes else start
-    source = find_node(nodes, self_name)["cluster_ip"]
+    me = find_node(nodes, self_name)
+    if me is None:
+        raise ValueError("self %r is not the host of any of nodes" % self_name)
+    source = me["cluster_ip"]
     peers = [node["cluster_ip"] for node in nodes if node["host"] != self_name]
-    socks, listeners = [], []
+    socks: list[socket.socket] = []
+    listeners: list[dict[str, Any]] = []
     for port in ports:
         sock, listener = open_listener(bind_address, port)
         listeners.append(listener)
@@ -231,32 +242,34 @@ def run_matrix(nodes, self_name, ports, bind_address, connect_timeout, window, p
     }
 
 
-def reconcile(results_by_source, listeners_by_node):
+def reconcile(results_by_source: dict[str, list[dict[str, Any]] | None],
+              listeners_by_node: dict[str, list[dict[str, Any]] | None]) -> dict[str, list[dict[str, Any]] | None]:
     """Probes refused by a node that could not listen on the port ("busy") still prove the path is open.
 
     A refusal is the target's own answer to the SYN, so the network and firewalls let it through; only a silent
     drop (a timeout) means blocked. Such probes become ok, with a note. Returns a new {source: results} mapping.
     """
-    busy = set()
+    busy: set[tuple[str, str]] = set()
     for node, listeners in listeners_by_node.items():
         for listener in listeners or []:
             if listener.get("state") == "busy":
                 busy.add((node, str(listener["port"])))
-    out = {}
+    out: dict[str, list[dict[str, Any]] | None] = {}
     for source, results in results_by_source.items():
         if results is None:
             out[source] = None
             continue
-        out[source] = []
+        kept: list[dict[str, Any]] = []
+        out[source] = kept
         for result in results:
             if not result["ok"] and result.get("error") == "refused" and (result["target"], str(result["via"])) in busy:
                 result = dict(result, ok=True, error=None,
                               note="refused: %s:%s was held by closing connections, but the path is open" % (result["target"], result["via"]))
-            out[source].append(result)
+            kept.append(result)
     return out
 
 
-def listener_notes(listeners_by_node):
+def listener_notes(listeners_by_node: dict[str, list[dict[str, Any]] | None]) -> list[str]:
     """What each node could not listen on, in node order: "node2:29500 busy: ..." or "... (another program holds it;
     that program answered the probes)". A listener in state listening is the normal case and says nothing."""
     notes = []

@@ -11,12 +11,21 @@ from __future__ import annotations
 import os
 import signal
 import time
+from typing import Any, Callable, Literal, overload
 
 # /proc/<pid>/status State letters.
 STATES = {"R": "running", "S": "sleeping", "D": "uninterruptible", "T": "stopped", "t": "traced", "Z": "zombie"}
 
 
-def read(path, mode="r"):
+@overload
+def read(path: str, mode: Literal["r"] = "r") -> str | None: ...
+
+
+@overload
+def read(path: str, mode: Literal["rb"]) -> bytes | None: ...
+
+
+def read(path: str, mode: str = "r") -> Any:
     """A file's contents (bytes with mode "rb"), or None once the process it describes has ended."""
     try:
         with open(path, mode) as handle:
@@ -25,7 +34,7 @@ def read(path, mode="r"):
         return None
 
 
-def _status(proc, pid):
+def _status(proc: str, pid: str) -> tuple[str, int | None]:
     """(state, parent pid) from /proc/<pid>/status."""
     fields = dict(line.split(":", 1) for line in (read(os.path.join(proc, pid, "status")) or "").splitlines() if ":" in line)
     if "State" not in fields:
@@ -34,13 +43,13 @@ def _status(proc, pid):
     return STATES.get(letter, letter), int(fields.get("PPid", "0").strip() or 0)
 
 
-def find(name, value, proc="/proc", having=None):
+def find(name: str, value: str, proc: str = "/proc", having: str | None = None) -> list[dict[str, Any]]:
     """Processes whose environment holds name=value (and a variable named having, or having's NAME=VALUE, when given):
     [{pid, state, comm, parent}], zombies left out (they hold nothing)."""
     marker = ("%s=%s" % (name, value)).encode()
     pair = having.encode() if having and "=" in having else None
     prefix = ("%s=" % having).encode() if having and not pair else None
-    found = []
+    found: list[dict[str, Any]] = []
     for pid in sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int):
         if int(pid) == os.getpid():
             continue
@@ -64,7 +73,7 @@ ENGINE = ("podman", "conmon", "docker", "containerd-shim", "fuse-overlayfs", "sl
           "crun")
 
 
-def _signal(processes, *signums):
+def _signal(processes: list[dict[str, Any]], *signums: int) -> None:
     for process in processes:
         for signum in signums:
             try:
@@ -73,7 +82,8 @@ def _signal(processes, *signums):
                 pass
 
 
-def _wait_gone(name, value, seconds, proc, clock, sleep, having=None, among=None):
+def _wait_gone(name: str, value: str, seconds: float, proc: str, clock: Callable[[], float], sleep: Callable[[float], object],
+               having: str | None = None, among: set[int] | None = None) -> list[dict[str, Any]]:
     """What is left of the run after at most seconds (of among's pids, where given)."""
     deadline = clock() + seconds
     while True:
@@ -83,8 +93,9 @@ def _wait_gone(name, value, seconds, proc, clock, sleep, having=None, among=None
         sleep(0.2)
 
 
-def end_run(name, value, grace=5.0, engine_grace=5.0, proc="/proc", clock=time.monotonic, sleep=time.sleep, having=None,
-            spare=None):
+def end_run(name: str, value: str, grace: float = 5.0, engine_grace: float = 5.0, proc: str = "/proc",
+            clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], object] = time.sleep,
+            having: str | None = None, spare: int | None = None) -> dict[str, list[dict[str, Any]]]:
     """End every process of the run, its own before the container engine's, and say what happened.
 
     The run's own processes (the launcher and its ranks, inside the image too) get SIGTERM (and SIGCONT: a stopped

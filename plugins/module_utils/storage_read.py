@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from typing import Any, Callable, Iterator
 
 MIB = 2 ** 20
 CHUNK = MIB
 
 
 @contextlib.contextmanager
-def as_ids(uid=None, gid=None):
+def as_ids(uid: int | None = None, gid: int | None = None) -> Iterator[None]:
     """File operations as uid/gid (effective ids, no supplementary groups), then back. Storage such as NFS with
     root_squash judges by these ids; the account itself need not exist. Without uid: as we are."""
     if uid is None:
@@ -37,7 +38,7 @@ def as_ids(uid=None, gid=None):
         os.setgroups(groups)
 
 
-def drop_cache(fd):
+def drop_cache(fd: int) -> bool:
     """Ask the kernel to drop this file's cached pages on this node, so that a read comes from the storage; False where
     the platform has no posix_fadvise. Dirty pages are not dropped: the writer syncs before it asks."""
     if not hasattr(os, "posix_fadvise"):
@@ -46,12 +47,12 @@ def drop_cache(fd):
     return True
 
 
-def mbps(size, seconds):
+def mbps(size: float, seconds: float) -> float | None:
     """Decimal megabytes per second, one decimal; None when no time passed (nothing to divide by)."""
     return round(size / seconds / 1e6, 1) if seconds > 0 else None
 
 
-def write_file(path, size_mib, timeout, clock=time.monotonic):
+def write_file(path: str, size_mib: float, timeout: float, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Write size_mib MiB of random data to path (replaced when there), synced and dropped from the cache.
     Random, not zeros: storage that compresses or skips zeros would read them back unrealistically fast.
     Stops at timeout seconds: {bytes, seconds, mbps, timed_out}."""
@@ -69,7 +70,7 @@ def write_file(path, size_mib, timeout, clock=time.monotonic):
     return {"bytes": written, "seconds": round(seconds, 3), "mbps": mbps(written, seconds), "timed_out": written < size_mib * MIB}
 
 
-def remove_file(path):
+def remove_file(path: str) -> bool:
     """Remove path; False when it was not there (a step run twice, or removed by hand)."""
     try:
         os.unlink(path)
@@ -78,7 +79,8 @@ def remove_file(path):
     return True
 
 
-def wait_until(start_at, limit, now=time.time, sleep=time.sleep):
+def wait_until(start_at: float | None, limit: float, now: Callable[[], float] = time.time,
+               sleep: Callable[[float], object] = time.sleep) -> float:
     """Sleep until the wall-clock time start_at (every node the same), at most limit seconds: a node whose clock is
     far behind does not wait for ever. Returns how late this node begins (seconds after start_at, 0 when on time)."""
     if start_at is not None:
@@ -87,7 +89,8 @@ def wait_until(start_at, limit, now=time.time, sleep=time.sleep):
     return 0.0
 
 
-def read_file(path, timeout, clock=time.monotonic, now=time.time):
+def read_file(path: str, timeout: float, clock: Callable[[], float] = time.monotonic,
+              now: Callable[[], float] = time.time) -> dict[str, Any]:
     """Read path to its end, its cached pages on this node dropped first, stopping at timeout seconds:
     {bytes, seconds, mbps, timed_out, cache_dropped, started, ended} (started and ended: wall-clock times, to compare
     the nodes' reads)."""
@@ -112,7 +115,7 @@ def read_file(path, timeout, clock=time.monotonic, now=time.time):
             "cache_dropped": dropped, "started": round(started, 3), "ended": round(started + seconds, 3)}
 
 
-def summary(node, path, result):
+def summary(node: str, path: str, result: dict[str, Any]) -> str:
     """One line with the figure: 'node2: 812.5 MB/s reading 256 MiB of /mnt/shared/x in 0.33 s (0.1 s late)'."""
     late = result.get("late") or 0
     return "%s: %s MB/s reading %d MiB of %s in %.2f s%s%s" % (
@@ -121,12 +124,12 @@ def summary(node, path, result):
         " (began %.1f s after the others)" % late if late >= 1 else "")
 
 
-def _number(value):
+def _number(value: float) -> float:
     """200.0 as 200 (thresholds are usually whole), 12.5 as 12.5."""
     return int(value) if float(value).is_integer() else value
 
 
-def verdict(node, path, result, min_mbps):
+def verdict(node: str, path: str, result: dict[str, Any], min_mbps: float | None) -> str | None:
     """A warning naming the node and its figure when the read was slower than min_mbps or did not finish; None
     otherwise (and when no threshold is set). A warning, not a failure: training still works, its data loading
     waits on the storage."""

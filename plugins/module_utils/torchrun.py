@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from typing import Any
 
 from ._labels import LOGGING_RE, PDSH_RE, POD_RE, PROCESS_RE, RANK_RE
 
@@ -57,9 +58,10 @@ _PEER_GONE_RE = re.compile(r'(?:closed by peer|Connection reset by peer) \[([0-9
                            r'Connection reset by peer')
 
 
-def _records(line):
+def _records(line: str) -> list[dict[str, Any]]:
     """The JSON records in one output line, however torchrun's tail glued copies together."""
-    found, start = [], line.find(_RECORD_MARK)
+    found: list[dict[str, Any]] = []
+    start = line.find(_RECORD_MARK)
     while start >= 0:
         try:
             record, end = _DECODER.raw_decode(line, start + len(_RECORD_MARK) - 1)
@@ -71,7 +73,7 @@ def _records(line):
     return found
 
 
-def _unlog(line):
+def _unlog(line: str) -> str:
     """The line without the logging labels in front of it (a logger that relays torchrun's output)."""
     found = LOGGING_RE.match(line)
     while found and found.end():
@@ -80,11 +82,11 @@ def _unlog(line):
     return line
 
 
-def _strip(line):
+def _strip(line: str) -> str:
     return _unlog(RANK_RE.sub("", line, count=1))
 
 
-def _labels(lines):
+def _labels(lines: list[str]) -> tuple[re.Pattern[str], ...]:
     """The launcher labels these lines may carry: pdsh's "host: " only where most lines carry one, as pdsh's output
     does, since an ordinary "Warning: ..." or "loss: 0.3" reads the same."""
     filled = [line for line in lines if line.strip()]
@@ -93,7 +95,7 @@ def _labels(lines):
     return (PROCESS_RE, POD_RE)
 
 
-def _unlabel(line, labels):
+def _unlabel(line: str, labels: tuple[re.Pattern[str], ...]) -> tuple[str | None, str]:
     """(the node the launcher's label names, or None; the line without the label)."""
     # "RuntimeError: ..." reads like pdsh's "host: ", but is a line of the node's own, not labelled by pdsh.
     if _ERROR_RE.match(line):
@@ -106,12 +108,12 @@ def _unlabel(line, labels):
     return None, line
 
 
-def strip_prefixes(text):
+def strip_prefixes(text: str | None) -> str:
     """The output without the per-line prefixes of torchrun --tee, srun --label and mpirun --tag-output."""
     return "\n".join(_strip(line) for line in (text or "").splitlines())
 
 
-def parse_output(text):
+def parse_output(text: str | None) -> dict[str, Any]:
     """One node's torchrun output: {records, failures, errors, clients}.
 
     records: the programs' JSON records in order (a "node" key is added by the caller, not here).
@@ -119,8 +121,10 @@ def parse_output(text):
     is the summary's, else (torch before 1.10 named none) the node that the launcher's label names, if any.
     errors: the first distinct exception lines. clients: (joined, expected) when the master timed out waiting.
     """
-    parsed = {"records": [], "failures": [], "errors": [], "clients": None}
-    failure, ended, barrier = None, [], False
+    parsed: dict[str, Any] = {"records": [], "failures": [], "errors": [], "clients": None}
+    failure: dict[str, Any] | None = None
+    ended: list[dict[str, Any]] = []
+    barrier = False
     lines = (text or "").splitlines()
     labels = _labels(lines)
     for labelled in lines:
@@ -142,10 +146,10 @@ def parse_output(text):
         if line.startswith("=" * 20):
             failure = None
         agent = _AGENT_FAILED_RE.search(line)
-        launcher = None if agent else _LAUNCHER_EXIT_RE.search(line)
-        if agent or launcher:
+        exited = agent or _LAUNCHER_EXIT_RE.search(line)
+        if exited:
             ended.append({"rank": None, "local_rank": int(agent.group(2)) if agent else None, "host": host,
-                          "exitcode": int((agent or launcher).group(1)), "signal": None, "time": None})
+                          "exitcode": int(exited.group(1)), "signal": None, "time": None})
         clients = _CLIENTS_RE.search(line)
         if clients:
             parsed["clients"] = (int(clients.group(2)), int(clients.group(3)))
@@ -162,7 +166,7 @@ def parse_output(text):
     return parsed
 
 
-def first_failed(failed: list, logs: dict, addresses: dict, ended: dict) -> str | None:
+def first_failed(failed: list[str], logs: dict[str, list[str]], addresses: dict[str, str], ended: dict[str, str | None]) -> str | None:
     """Of the nodes whose part failed on its own, the one that failed first.
 
     A node whose log says a rank died of a signal comes first; then a node that the others' logs name as the peer
@@ -182,7 +186,7 @@ def first_failed(failed: list, logs: dict, addresses: dict, ended: dict) -> str 
     return None
 
 
-def _failure_field(failure, key, value):
+def _failure_field(failure: dict[str, Any], key: str, value: str) -> None:
     if key == "rank":
         match = re.match(r'(\d+)(?: \(local_rank: (\d+)\))?', value)
         if match:
@@ -199,14 +203,14 @@ def _failure_field(failure, key, value):
         failure[key] = value
 
 
-def read_env_b64(content):
+def read_env_b64(content: str) -> dict[str, str]:
     """read_env_file of a launch.env as M(ansible.builtin.slurp) returns it (base64)."""
     return read_env_file(base64.b64decode(content).decode("utf-8", "replace"))
 
 
-def read_env_file(text):
+def read_env_file(text: str | None) -> dict[str, str]:
     """KEY=VALUE lines of a launch.env (comments and blank lines skipped, no shell expansion)."""
-    env = {}
+    env: dict[str, str] = {}
     for line in (text or "").splitlines():
         line = line.strip()
         if line and not line.startswith("#") and "=" in line:

@@ -11,10 +11,12 @@ Controller side: a pure function, used by the verify role (filter acceptance_rec
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in as burn, dcgm_diag, gpu_health
 
 
-def _check(check: str, device: str | None, figure, threshold: str, passed: bool | None) -> dict:
+def _check(check: str, device: str | None, figure: object, threshold: str, passed: bool | None) -> dict:
     return {"check": check, "device": device, "figure": figure, "threshold": threshold,
             "result": {True: "pass", False: "fail", None: "not judged"}[passed]}
 
@@ -33,7 +35,7 @@ def _health(facts: dict) -> list:
 
 
 def _burn_in(node: str, result: dict) -> list:
-    findings = {}
+    findings: dict[tuple[Any, Any], list[dict]] = {}
     # DCGM's findings are its own rows (_dcgm).
     for finding in (f for f in result.get("findings") or [] if not f["what"].startswith(dcgm_diag.CHECK)):
         findings.setdefault((finding.get("node"), finding.get("gpu")), []).append(finding)
@@ -82,7 +84,7 @@ def _dcgm(node: str, result: dict) -> list:
     if not judged:
         return []
     threshold = "Pass at dcgmi diag -r %s" % judged["level"]
-    tests = {}
+    tests: dict[tuple[str, str], list[dict]] = {}
     for entry in judged["tests"]:
         tests.setdefault((entry["category"], entry["name"]), []).append(entry)
     out = []
@@ -128,7 +130,7 @@ def record(nodes: list, gpu_facts: dict, burn_in: dict | None, ladder: list | No
     """{date, passed, nodes: {node: {passed, checks: [{check, device, figure, threshold, result}]}}, rows (the checks as
     a table: [node, check, device, figure, threshold, result])}: a node passes when no check of it failed and one
     passed (a check not judged is said, and fails nothing; a node with nothing judged is null, and so is the record)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for node in nodes:
         checks = _health(gpu_facts.get(node) or {}) + _burn_in(node, burn_in or {}) + _dcgm(node, burn_in or {}) + _ladder(node, ladder or [])
         results = {c["result"] for c in checks}

@@ -14,12 +14,12 @@ import re
 _KEY_RE = re.compile(r'(?:^|\s)((?:ssh|ecdsa|sk)-[A-Za-z0-9@.-]+)\s+([A-Za-z0-9+/=]+)(?:\s+(.*))?$')
 
 
-def _parse(line):
+def _parse(line: str) -> tuple[str, str, str] | None:
     match = _KEY_RE.search(line.strip())
     return (match.group(1), match.group(2), (match.group(3) or "").strip()) if match else None
 
 
-def stale(authorized, pubkey):
+def stale(authorized: str | None, pubkey: str | None) -> list[str]:
     """The lines of authorized (the file's text) that carry the cluster key's comment but another key: [line]."""
     current = _parse(pubkey or "")
     if not current or not current[2]:

@@ -6,11 +6,11 @@
 from __future__ import annotations
 
 
-def _lines(stamp):
+def _lines(stamp: object) -> list[list[str]]:
     return [line.split(": ", 1) for line in str(stamp or "").splitlines() if ": " in line]
 
 
-def differences(built, needed):
+def differences(built: object, needed: object) -> list[str]:
     """The dependencies whose line differs, as "mpi built for A, this node has B", in stamp order.
 
     Empty when the two stamps do not have the same keys in the same order (an older stamp format, or no stamp): the

@@ -82,7 +82,7 @@ def parse(node: str, out: dict) -> tuple:
     return document, None
 
 
-def _finding(row: dict, what: str, figure, threshold: str, fix: str) -> dict:
+def _finding(row: dict, what: str, figure: object, threshold: str, fix: str) -> dict:
     return {"node": row["node"], "device": device_name(row), "gpu": row["index"], "bus": row["bus"], "status": "fail", "what": what,
             "figure": figure, "threshold": threshold, "fix": fix}
 
@@ -131,7 +131,8 @@ def _bound(row: dict, figure: str) -> tuple | None:
     """(the figure's specification, what it is) for a row: the model's, the PCIe link's for the host copies, its maximum
     for the SM clock."""
     if figure in ("h2d", "d2h"):
-        return row["pcie"]
+        pcie: tuple | None = row["pcie"]
+        return pcie
     if figure == "clocks":
         return (row["sm_max"], "its maximum SM clock") if row.get("sm_max") else None
     spec = spec_of(row["name"]) if row["kind"] == "cuda" else None
@@ -229,7 +230,9 @@ def verdict(outputs: dict, gpu_facts: dict, outlier_fraction: float = 0.1, dcgm:
     registered result}) and, where given, every node's DCGM diagnostic at dcgm_level (dcgm: {node: the dcgm_diag
     module's registered result}; plugin_utils/dcgm_diag.py judges it): a DCGM failure is a finding, a DCGM warning one
     with status warn, a node DCGM did not judge a line of not_judged. dcgm None: no DCGM part (dcgm null)."""
-    documents, findings, notes = {}, [], []
+    documents: dict[str, dict] = {}
+    findings: list[dict] = []
+    notes: list[str] = []
     for node, out in sorted(outputs.items()):
         document, why = parse(node, out or {})
         if document:

@@ -8,6 +8,8 @@ Pure data: no drawing and no HTML here (plugin_utils/plots.py draws, roles/repor
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in
 from ansible_collections.trainops.cluster.plugins.plugin_utils.drift_compare import describe_row, format_value
 from ansible_collections.trainops.cluster.plugins.plugin_utils.jobs import verdict_scale
@@ -27,7 +29,7 @@ EXTRAS = (("acceptance", "acceptance.json"),)
 PASS, FAIL, NOT_JUDGED, WARN, MISSING = "PASS", "FAIL", "NOT JUDGED", "WARN", "NOT RUN"
 
 
-def _matrix_status(report):
+def _matrix_status(report: dict[str, Any]) -> tuple[str, str | None, str | None]:
     if report["ok"]:
         return PASS, None, None
     first = (report.get("failures") or [{}])[0]
@@ -35,7 +37,7 @@ def _matrix_status(report):
     return FAIL, culprit, (report.get("messages") or [None])[0]
 
 
-def _drift_status(report):
+def _drift_status(report: dict[str, Any]) -> tuple[str, str | None, str | None]:
     # A row's status is drift_compare's: ok, FAIL (critical key), WARN, or ignored (differs, by policy unimportant).
     odd = [row for row in report.get("rows", []) if row.get("status") in ("FAIL", "WARN")]
     severe = [row for row in odd if row.get("status") == "FAIL"]
@@ -47,7 +49,7 @@ def _drift_status(report):
     return PASS, None, None
 
 
-def _verdicts_status(verdicts):
+def _verdicts_status(verdicts: list[dict[str, Any]]) -> tuple[str, str | None, str | None]:
     """verify.json and torchrun.json: a list of verdicts, passed null for one that did not run."""
     failed = [v for v in verdicts if v.get("passed") is False]
     if failed:
@@ -55,7 +57,7 @@ def _verdicts_status(verdicts):
         reasons = list(first.get("reasons") or []) + [r for run in first.get("runs") or [] if run.get("passed") is False
                                                       for r in run.get("reasons") or []]
         hosts = [run.get("leader") for run in first.get("runs") or [] if run.get("passed") is False and run.get("leader")]
-        return FAIL, first.get("label") + (" on " + ", ".join(hosts) if hosts else ""), (reasons or [None])[0]
+        return FAIL, first["label"] + (" on " + ", ".join(hosts) if hosts else ""), (reasons or [None])[0]
     unjudged = [v for v in verdicts if v.get("verdict") == "not judged"]
     if unjudged:
         return NOT_JUDGED, unjudged[0].get("label"), next((run.get("not_judged") for run in unjudged[0].get("runs") or []
@@ -65,26 +67,26 @@ def _verdicts_status(verdicts):
     return PASS, None, None
 
 
-def _doctor_status(report):
+def _doctor_status(report: dict[str, Any]) -> tuple[str, str | None, str | None]:
     if report.get("ok"):
         return PASS, None, None
-    first = next((f for f in report.get("findings") or [] if f.get("status") == "fail"), {})
+    first: dict[str, Any] = next((f for f in report.get("findings") or [] if f.get("status") == "fail"), {})
     return FAIL, first.get("node"), ("%s: %s" % (first.get("check"), first.get("detail"))) if first else None
 
 
-def _burn_in_status(report):
+def _burn_in_status(report: dict[str, Any]) -> tuple[str, str | None, str | None]:
     """burn-in.json (burn_in's verdict): passed null where no node ran it (no GPUs, burn_in_cpu off)."""
     if report.get("passed") is None:
         return MISSING, None, "no node ran it (no GPUs; burn_in_cpu off)"
     if report["passed"]:
         return PASS, None, None
     # A warning (DCGM's) fails nothing: the first failure is named.
-    first = next((f for f in report.get("findings") or [] if f.get("status", "fail") == "fail"), {})
+    first: dict[str, Any] = next((f for f in report.get("findings") or [] if f.get("status", "fail") == "fail"), {})
     culprit = " ".join(part for part in (first.get("node"), first.get("device")) if part) or None
     return FAIL, culprit, "%s: %s" % (first.get("what"), first.get("figure")) if first else None
 
 
-def burn_in_table(report):
+def burn_in_table(report: dict[str, Any]) -> dict[str, Any]:
     """One row a GPU: [node, device, model, bus, GEMM, memory, host->GPU, GPU->host, SM clock under load (each with its
     share of the specification, the clock's of its maximum), result (its sha256's first 12), verdict], then the findings and what was not judged."""
     failed = {(f.get("node"), f.get("gpu")) for f in report.get("findings") or [] if f.get("status", "fail") == "fail"}
@@ -99,24 +101,25 @@ def burn_in_table(report):
     return {"rows": rows, "findings": report.get("findings") or [], "not_judged": report.get("not_judged") or []}
 
 
+STATUS: dict[str, Callable[[Any], tuple[str, str | None, str | None]]]
 STATUS = {"burn_in": _burn_in_status, "mesh": _matrix_status, "ports": _matrix_status, "drift": _drift_status, "verify": _verdicts_status,
           "torchrun": _verdicts_status, "doctor": _doctor_status}
 
 
-def _cell_class(text):
+def _cell_class(text: object) -> str:
     if text == "-":
         return "self"
     return "ok" if str(text).startswith("ok") else "fail"
 
 
-def matrix_grid(report):
+def matrix_grid(report: dict[str, Any]) -> dict[str, Any]:
     """{headers, rows: [[{text, cls}]]}: the N x N matrix with each cell's class (self, ok, fail)."""
     rows = [[{"text": str(row[0]), "cls": "name"}] + [{"text": str(cell), "cls": _cell_class(cell)} for cell in row[1:]]
             for row in report.get("rows") or []]
     return {"headers": list(report.get("headers") or []), "rows": rows}
 
 
-def drift_grid(report):
+def drift_grid(report: dict[str, Any]) -> dict[str, Any]:
     """{hosts, rows: [{key, status, cells: [{text, odd}]}]}: every compared key by node, the odd nodes' cells marked."""
     hosts = list(report.get("hosts") or [])
     rows = []
@@ -129,7 +132,7 @@ def drift_grid(report):
     return {"hosts": hosts, "rows": rows}
 
 
-def ladder(verdicts):
+def ladder(verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ladder's rungs: {label, verdict, reasons, runs: [{name, verdict, busbw_gbps, limit_gbps, curve}]}."""
     rungs = []
     for verdict in verdicts:
@@ -143,12 +146,12 @@ def ladder(verdicts):
     return rungs
 
 
-def _job_status(verdict):
+def _job_status(verdict: str) -> str:
     """A job's verdict (plugin_utils/jobs.status's words) on the page's scale, for its colour: FAIL when a node failed
     or the supervisor stopped the job after a stall; PASS while it runs on every node or once it succeeded; WARN when
     queued in Slurm, running on some nodes only, stalled or restarting (it may yet move); a job a user stopped or one
     that never started has no verdict (NOT RUN). The words are jobs.status's, judged there (jobs.verdict_scale)."""
-    return {"fail": FAIL, "pass": PASS, "warn": WARN}.get(verdict_scale(verdict), MISSING)
+    return {"fail": FAIL, "pass": PASS, "warn": WARN}.get(verdict_scale(verdict) or "", MISSING)
 
 
 # A stop the supervisor made names the setting that asked for it (train_action=stop, train_on_stall=stop, train_action=scale:
@@ -170,7 +173,8 @@ def _stopped_line(stopped_by: str | None, nodes: dict) -> str | None:
 def _job_rows(report: dict, culprits: set) -> list:
     """The table's rows: [{node, state, step, logged, steps_per_minute, last_line, first_failed, culprit}]; a stopped
     node's last line says how it was stopped (_stopped_line)."""
-    rows, nodes = [], report.get("nodes") or {}
+    rows: list[dict[str, Any]] = []
+    nodes = report.get("nodes") or {}
     for node, state, step, *rate, last_line in report.get("rows") or []:
         # A report written before status carried the step's age and rate has 4 columns.
         logged, per_minute = rate or ("-", "-")
@@ -180,13 +184,13 @@ def _job_rows(report: dict, culprits: set) -> list:
     return rows
 
 
-def _job_origin(points, events):
+def _job_origin(points: dict[str, list[Any]], events: list[dict[str, Any]]) -> float | None:
     """Time zero of the job's plot and event list (unix time): its first point on any node, else its first event."""
     firsts = [series[0][0] for series in points.values() if series] or [event["at"] for event in events if event.get("at")]
     return min(firsts, default=None)
 
 
-def _event_detail(event):
+def _event_detail(event: dict[str, Any]) -> str:
     """An event's words for the page's event list: the diagnosis's verdict, or what the supervisor saw or did."""
     kind = event.get("event")
     if kind == "diagnosis":
@@ -206,7 +210,7 @@ def _event_detail(event):
     return event.get("why") or ""
 
 
-def _event_mark(event):
+def _event_mark(event: dict[str, Any]) -> str | None:
     """The step plot's label for an event drawn as a vertical line there, or None for one it does not show."""
     if event.get("event") == "stall":
         return "stall"
@@ -215,7 +219,7 @@ def _event_mark(event):
     return None
 
 
-def _job_progress(points, events, origin):
+def _job_progress(points: dict[str, list[Any]], events: list[dict[str, Any]], origin: float) -> dict[str, Any] | None:
     """The step plot's data: {nodes: [[node, [[seconds, step]]]], marks: [[seconds, label]]}, seconds since origin; None
     when no node has a point (only rank 0 prints steps: often only the first node has any)."""
     nodes = [[node, [[round(at - origin, 3), step] for at, step, _loss in series]] for node, series in points.items() if series]
@@ -225,7 +229,7 @@ def _job_progress(points, events, origin):
     return {"nodes": nodes, "marks": marks}
 
 
-def _job_perf(report, origin):
+def _job_perf(report: dict[str, Any], origin: float) -> list[list[Any]]:
     """Where each node's ranks spent their time, window by window: [[node, [[seconds, busy %, waiting in collectives %
     or None, GPU utilization % or None]]]] (seconds since origin), the nodes with a window; [] without."""
     out = []
@@ -237,30 +241,30 @@ def _job_perf(report, origin):
     return out
 
 
-def _percent(share):
+def _percent(share: float | None) -> float | None:
     return None if share is None else round(100 * share, 1)
 
 
-def _job_losses(points):
+def _job_losses(points: dict[str, list[Any]]) -> list[list[Any]]:
     """[[step, loss]] of the node with the most points (the one that prints the loss), steps without a loss left out."""
     longest = max(points.values(), key=len, default=[])
     return [[step, loss] for _at, step, loss in longest if loss is not None]
 
 
-def _job_diagnosis(report, events):
+def _job_diagnosis(report: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The last stall's {text, culprits: [{rank, node, why}], odd: ["rank R (node)" or "node" per culprit that names
     one]}, or None when the job has not stalled. A culprit without rank or node (a rank missing everywhere) is named
     only in the text."""
     if not report.get("diagnosis"):
         return None
-    last = next((event for event in reversed(events) if event.get("event") == "diagnosis"), {})
+    last: dict[str, Any] = next((event for event in reversed(events) if event.get("event") == "diagnosis"), {})
     culprits = last.get("culprits") or []
     odd = [("rank %s (%s)" % (c["rank"], c.get("node"))) if c.get("rank") is not None else c["node"] for c in culprits
            if c.get("rank") is not None or c.get("node")]
     return {"text": report["diagnosis"], "culprits": culprits, "odd": odd}
 
 
-def _job(name, report, made):
+def _job(name: str, report: dict[str, Any], made: str | None) -> dict[str, Any]:
     events = report.get("events") or []
     points = {node: seen.get("points") or [] for node, seen in (report.get("nodes") or {}).items()}
     diagnosis = _job_diagnosis(report, events)
@@ -273,13 +277,13 @@ def _job(name, report, made):
             "diagnosis": diagnosis,
             "events": [{"seconds": round(event["at"] - origin, 1) if event.get("at") else None, "event": event.get("event"),
                         "detail": _event_detail(event)} for event in events],
-            "progress": _job_progress(points, events, origin), "losses": _job_losses(points),
+            "progress": _job_progress(points, events, origin) if origin is not None else None, "losses": _job_losses(points),
             "perf": _job_perf(report, origin) if origin is not None else [],
             "scale_rows": report.get("scale_rows") or [], "scale": report.get("scale") or [],
             "scale_notes": report.get("scale_notes") or []}
 
 
-def jobs(reports, made):
+def jobs(reports: dict[str, Any], made: dict[str, str]) -> list[dict[str, Any]]:
     """The training jobs of playbooks/train.yml, each as its last status report says (train-<job>.json, written by
     roles/train from plugin_utils/jobs.status at every start, status and stop).
 
@@ -296,7 +300,8 @@ def jobs(reports, made):
     return [_job(name, report, made.get(name)) for name, report in reports.items()]
 
 
-def page(reports, made, job_reports=None, job_made=None):
+def page(reports: dict[str, Any], made: dict[str, str], job_reports: dict[str, Any] | None = None,
+         job_made: dict[str, str] | None = None) -> dict[str, Any]:
     """Everything the page shows. reports: {stage key: parsed JSON, or None where the stage has no report};
     made: {stage key: when its report was written (text)}; job_reports, job_made: the same of the training jobs (jobs()).
 
@@ -308,7 +313,7 @@ def page(reports, made, job_reports=None, job_made=None):
     only when at least one stage reported and none failed; stages that never ran are listed as NOT RUN. A training job
     is no bring-up stage: a failed job says so in its own section and leaves the verdict to the stages.
     """
-    stages = []
+    stages: list[dict[str, Any]] = []
     for key, _file, title in STAGES:
         report = reports.get(key)
         status, culprit, reason = STATUS[key](report) if report is not None else (MISSING, None, None)
@@ -322,7 +327,7 @@ def page(reports, made, job_reports=None, job_made=None):
         skipped = next((stage for stage in stages if stage["reason"]), None)
         verdict = {"status": PASS if ran else MISSING, "stage": None if ran or not skipped else skipped["title"], "culprit": None,
                    "reason": None if ran else skipped["reason"] if skipped else "no stage has written a report yet"}
-    get = reports.get
+    get: Callable[[str], Any] = reports.get
     return {
         "verdict": verdict,
         "stages": stages,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import Any, Collection, Iterable, Sequence
 
 from ansible_collections.trainops.cluster.plugins.module_utils._checkpoints import HF_CHECKPOINT_RE, WEIGHT_SHARD_RE, WEIGHT_FILES
 
@@ -25,7 +26,7 @@ _SUM_RE = re.compile(r"^(\\?)([0-9a-fA-F]+) [ *](.*)$")
 _REMOTE_RE = re.compile(r"^((?:[A-Za-z0-9._-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*):(.*)$")
 
 
-def destination(value, cwd, rsync):
+def destination(value: object, cwd: object, rsync: str | None) -> dict[str, Any]:
     """train_collect_dest read as rsync reads it: {kind: local|remote, path, host, display, problem}.
 
     A colon before any slash makes it a target over SSH ([user@]host:path, reached from the first node); anything else is
@@ -33,7 +34,7 @@ def destination(value, cwd, rsync):
     cannot be used, or is None.
     """
     text = "" if value is None else str(value).strip()
-    result = {"kind": "local", "path": text, "host": None, "display": text, "problem": None}
+    result: dict[str, Any] = {"kind": "local", "path": text, "host": None, "display": text, "problem": None}
     if not text:
         return dict(result, problem="train_collect_dest is empty: give a directory of the controller or [user@]host:/path")
     head = text.split("/", 1)[0]
@@ -54,7 +55,7 @@ def destination(value, cwd, rsync):
     return dict(result, path=path, display=path)
 
 
-def final_output(files, root):
+def final_output(files: list[dict[str, Any]], root: object) -> dict[str, Any] | None:
     """LLaMA-Factory's final model at the top of output_dir: {files, size, problems}, or None where there is none.
 
     files: [{path, size}] under root (absolute paths, as find lists them). The Trainer's save_model writes the weights
@@ -78,17 +79,17 @@ def final_output(files, root):
     return {"files": sorted(top), "size": sum(top.values()), "problems": problems}
 
 
-def _join(*names):
+def _join(*names: str) -> str:
     return "/".join(name.strip("/") if i else name.rstrip("/") for i, name in enumerate(names) if name) or "/"
 
 
-def _part(what, src, dest, filters, patterns, recurse):
+def _part(what: str, src: str, dest: str, filters: list[str], patterns: list[str], recurse: bool) -> dict[str, Any]:
     return {"what": what, "src": src, "dest": dest, "filters": filters, "patterns": patterns, "recurse": recurse,
             # rsync copies the contents of src into its part of the destination.
             "source": src.rstrip("/") + "/", "into": dest}
 
 
-def _result_part(resume, output):
+def _result_part(resume: dict[str, Any], output: dict[str, Any] | None) -> dict[str, Any] | None:
     """The part that copies the job's result (its "at": where it lands, relative to the destination), or None."""
     latest = resume.get("latest")
     if output and not output["problems"]:
@@ -104,12 +105,13 @@ def _result_part(resume, output):
     return None
 
 
-def _placed(dest, part):
+def _placed(dest: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     """A part with "to" (where its files land) and "into" (where rsync copies to) as paths at the destination."""
     return dict(part, to=_join(dest["path"], part["dest"]), into=_join(dest["path"], part["into"]))
 
 
-def plan(job_dir, resume, output, checkpoint, config, dest, records):
+def plan(job_dir: str, resume: dict[str, Any], output: dict[str, Any] | None, checkpoint: bool, config: object,
+         dest: dict[str, Any], records: dict[str, Any]) -> dict[str, Any]:
     """The parts to copy, and what is left out: {parts, result, notes, problem, left, prepare}.
 
     resume: the train_checkpoints filter's assessment (dir, latest, incomplete); output: final_output's result, or None;
@@ -142,24 +144,24 @@ def plan(job_dir, resume, output, checkpoint, config, dest, records):
             "problem": problem, "left": left, "prepare": prepare_command(dest) if dest["kind"] == "remote" else None}
 
 
-def prepare_command(dest):
+def prepare_command(dest: dict[str, Any]) -> str:
     """The shell command that makes a remote destination's directory, and names a tool missing there."""
     tools = " ".join("command -v %s >/dev/null || { echo '%s is not installed on %s' >&2; exit 127; };" % (t, t, dest["host"])
                      for t in ("rsync", "sha256sum"))
     return "mkdir -p -- %s && %s" % (shlex.quote(dest["path"]), tools)
 
 
-def sums_command(dest, paths):
+def sums_command(dest: dict[str, Any], paths: Iterable[str]) -> str:
     """The shell command that prints the sha256 of paths (relative to a remote destination) there, as sha256sum does."""
     return "cd -- %s && sha256sum -- %s" % (shlex.quote(dest["path"]), " ".join(shlex.quote(p) for p in sorted(paths)))
 
 
-def files_found(finds):
+def files_found(finds: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, dict[str, Any]]:
     """The files find listed on the node, keyed by their path relative to the destination: {path: {size, sha256}}.
 
     finds: (part, find's files) pairs, one per part.
     """
-    found = {}
+    found: dict[str, dict[str, Any]] = {}
     for part, files in finds:
         prefix = part["src"].rstrip("/") + "/"
         for entry in files:
@@ -169,7 +171,7 @@ def files_found(finds):
     return found
 
 
-def sha256sum_output(text):
+def sha256sum_output(text: str) -> dict[str, str]:
     """sha256sum's lines read: {path: sha256}. A line starting with a backslash names a file whose name sha256sum
     escaped (a backslash or newline in it); " *" before the name marks binary mode."""
     sums = {}
@@ -183,14 +185,15 @@ def sha256sum_output(text):
     return sums
 
 
-def verify(sent, arrived, live):
+def verify(sent: dict[str, dict[str, Any]], arrived: dict[str, str], live: Collection[str]) -> dict[str, Any]:
     """Whether every file arrived as it left: {files ({path: size}), bytes, mismatched, changed}.
 
     sent: files_found's result on the node; arrived: {path: sha256} at the destination; live: paths that may change while they are
     copied (the records of a job still running). mismatched: [message] (a failure, naming each file); changed: the live
     files that did (copied as they were then).
     """
-    mismatched, changed = [], []
+    mismatched: list[str] = []
+    changed: list[str] = []
     for path, entry in sorted(sent.items()):
         there = arrived.get(path)
         if there == entry["sha256"]:
@@ -205,7 +208,7 @@ def verify(sent, arrived, live):
     return {"files": files, "bytes": sum(files.values()), "mismatched": mismatched, "changed": changed}
 
 
-def rsync_stats(outputs):
+def rsync_stats(outputs: Iterable[list[str] | None]) -> dict[str, int]:
     """rsync --stats of every part, summed: {total, transferred, literal, matched} in bytes."""
     keys = {"Total file size": "total", "Total transferred file size": "transferred", "Literal data": "literal",
             "Matched data": "matched"}
@@ -218,7 +221,7 @@ def rsync_stats(outputs):
     return stats
 
 
-def human(size):
+def human(size: float) -> str:
     """Bytes in the largest unit that keeps a number >= 1 (1.0 GiB, 512.0 MiB, 12 B)."""
     for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if size >= scale:
@@ -226,11 +229,11 @@ def human(size):
     return "%d B" % size
 
 
-def _count(number, thing):
+def _count(number: int, thing: str) -> str:
     return "%d %s%s" % (number, thing, "" if number == 1 else "s")
 
 
-def _records_line(paths, where, kinds):
+def _records_line(paths: Iterable[str], where: str, kinds: dict[str, str]) -> str:
     """What of the job's records arrived, by kind ({name: job record, log, exit record, record})."""
     names = [p for p in paths if "/" not in p]
     of = {kind: [n for n in names if kinds.get(n) == kind] for kind in ("job record", "log", "exit record")}
@@ -241,7 +244,7 @@ def _records_line(paths, where, kinds):
     return "records: %s -> %s/" % (", ".join(parts), where)
 
 
-def _unsafe(job, dest, collected, running, addresses):
+def _unsafe(job: str, dest: dict[str, Any], collected: dict[str, Any], running: Sequence[str], addresses: dict[str, str]) -> list[str]:
     """Why releasing the cluster's copy of the job would lose something: [reason]."""
     reasons = [collected["left"]] if collected["left"] else []
     if running:
@@ -253,7 +256,8 @@ def _unsafe(job, dest, collected, running, addresses):
     return reasons
 
 
-def summary(job, dest, collected, verification, stats, running, kept, addresses):
+def summary(job: str, dest: dict[str, Any], collected: dict[str, Any], verification: dict[str, Any], stats: dict[str, int],
+            running: Sequence[str], kept: list[str], addresses: dict[str, str]) -> dict[str, Any]:
     """What collect says, ending with whether the cluster's copy may be released: {lines, safe}.
 
     collected: plan's result; verification: verify's; stats: rsync_stats'; running: the nodes where the job still runs;

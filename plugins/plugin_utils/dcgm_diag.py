@@ -12,6 +12,7 @@ Controller side: pure functions, used by the burn-in's verdict (plugin_utils/bur
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 # Every DCGM finding's "what" begins so: the acceptance record tells them from the burn-in's own figures by it.
 CHECK = "DCGM diag"
@@ -60,6 +61,7 @@ def judge(node: str, result: dict | None, level: int, gpu_facts: dict | None = N
     """{node, level, version, driver, verdict (pass, fail, warn or not judged), tests, findings (burn-in findings:
     node, device, gpu, bus, status fail or warn, what, figure, threshold, fix), not_judged (lines)} of one node."""
     result = result or {}
+    out: dict[str, Any]
     out = {"node": node, "level": level, "version": result.get("version"), "driver": result.get("driver"),
            "tests": result.get("tests") or [], "findings": [], "not_judged": []}
     why = _why_not(node, result)

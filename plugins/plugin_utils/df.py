@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
-NOTHING = {"total_bytes": None, "available_bytes": None, "mount": None}
+from typing import Any
+
+NOTHING: dict[str, Any] = {"total_bytes": None, "available_bytes": None, "mount": None}
 
 
-def usage(text):
+def usage(text: object) -> dict[str, Any]:
     """The last data line of `df -P -k PATH` as {total_bytes, available_bytes, mount}; None values when there is none.
 
     A data line is "Filesystem 1024-blocks Used Available Capacity Mounted-on" with numbers in the middle; the

@@ -10,6 +10,7 @@ wrong returns one "ok" finding per node it looked at, so the report shows who wa
 from __future__ import annotations
 
 import ipaddress
+from typing import Any, Collection, Iterable
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils import gpu_health, inventory, storage_peers
 from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm as slurm_state
@@ -27,21 +28,21 @@ READ_FIX = ("Stage datasets on local disk (a node-local directory) before traini
             "validate_storage_min_read_mbps to what it is meant to give.")
 
 
-def finding(check, node, status, detail, fix=""):
+def finding(check: str, node: str | None, status: str, detail: str, fix: str = "") -> dict[str, Any]:
     return {"check": check, "node": node, "status": status, "detail": detail, "fix": fix}
 
 
-def _ok(check, nodes, detail="ok"):
+def _ok(check: str, nodes: Iterable[str], detail: str = "ok") -> list[dict[str, Any]]:
     return [finding(check, node, "ok", detail) for node in nodes]
 
 
-def reachable(nodes, unreachable):
+def reachable(nodes: Iterable[str], unreachable: Collection[str]) -> list[dict[str, Any]]:
     return [finding("reachable", n, "fail", "unreachable from the controller; the checks below skip it",
                     "Power it on or fix the management network/SSH; the other nodes were still checked.")
             if n in unreachable else finding("reachable", n, "ok", "reachable") for n in nodes]
 
 
-def versions(comparison, checked):
+def versions(comparison: dict[str, Any], checked: Collection[str]) -> list[dict[str, Any]]:
     """Drift rows as findings; a node that could not be read (already named by `reachable`) is not an odd one."""
     out = []
     for row in comparison["rows"]:
@@ -55,12 +56,12 @@ def versions(comparison, checked):
     return out or _ok("versions", comparison["hosts"], "same versions")
 
 
-def names(nodes, resolved, hostnames):
+def names(nodes: list[dict[str, Any]], resolved: dict[str, dict[str, str | None]], hostnames: dict[str, str | None]) -> list[dict[str, Any]]:
     """nodes: node records; resolved: {src: {name: address or None}}; hostnames: {node: `hostname` output}."""
     out = []
     fix = "Run site.yml (role hosts) to rewrite the managed /etc/hosts block and the hostname."
     expected = {name: n["cluster_ip"] for n in nodes for name in n["names"]}
-    owners = {}
+    owners: dict[str, list[str]] = {}
     for n in nodes:
         actual = hostnames.get(n["host"])
         if actual is not None:
@@ -87,9 +88,9 @@ def names(nodes, resolved, hostnames):
     return out
 
 
-def ssh(summary, nodes):
+def ssh(summary: dict[str, Any], nodes: Iterable[str]) -> list[dict[str, Any]]:
     fix = "Run site.yml (role cluster_user) to restore the cluster key, authorized_keys and known_hosts."
-    failed = {}
+    failed: dict[str, list[str]] = {}
     for item in summary["failures"]:
         failed.setdefault(item["from"], []).append("-> %s (%s): %s" % (item["to"], item["via"], item["error"]))
     rows = {row[0]: row[1:] for row in summary["rows"]}
@@ -97,7 +98,7 @@ def ssh(summary, nodes):
             for n in nodes if n in rows]
 
 
-def _ssh_proof(cells):
+def _ssh_proof(cells: list[str]) -> str:
     """What an ok row proved: logins, or (above the mesh's full size) configuration for the pairs not logged in."""
     logins, local = cells.count("ok"), cells.count("ok*")
     if not local:
@@ -106,7 +107,7 @@ def _ssh_proof(cells):
             "connects to their port 22)" % (logins, local))
 
 
-def users(nodes, accounts, user):
+def users(nodes: Iterable[str], accounts: dict[str, list[Any] | None], user: dict[str, Any]) -> list[dict[str, Any]]:
     """accounts: {node: the training user's getent passwd fields [password, uid, gid, gecos, home, shell], or None};
     user: {name, uid, gid} from the inventory."""
     fix = ("Give %(name)s uid %(uid)s and gid %(gid)s on that node (usermod -u, groupmod -g, then chown its files): "
@@ -125,7 +126,8 @@ def users(nodes, accounts, user):
     return out
 
 
-def interface(node, env, interfaces, cluster_ip, infiniband):
+def interface(node: str, env: dict[str, str], interfaces: list[dict[str, Any]], cluster_ip: str,
+              infiniband: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """env: the node's launch.env; interfaces: [{name, addresses}]; infiniband: [{device, port, state}]."""
     fix = "Run site.yml (role launch) to set NCCL_SOCKET_IFNAME to the interface holding cluster_ip."
     name = env.get("NCCL_SOCKET_IFNAME")
@@ -153,7 +155,8 @@ def interface(node, env, interfaces, cluster_ip, infiniband):
     return out or [finding("interface", node, "ok", "NCCL_SOCKET_IFNAME=%s holds %s" % (name, cluster_ip))]
 
 
-def ranks(nodes, envs, nproc, port, listening, master=None, spares=()):
+def ranks(nodes: list[dict[str, Any]], envs: dict[str, dict[str, str] | None], nproc: dict[str, int | None], port: int,
+          listening: str | None, master: str | None = None, spares: Collection[str] = ()) -> list[dict[str, Any]]:
     """envs: {node: launch.env dict or None; absent: not checked}; nproc: {node: expected processes, None when unknown};
     listening: master port holder or None; master: the rendezvous master (cluster_master), None for the first node;
     spares: the hosts of group cluster_spare. The master has NODE_RANK 0, the others follow in inventory order
@@ -163,16 +166,16 @@ def ranks(nodes, envs, nproc, port, listening, master=None, spares=()):
     world_nodes = [n for n in nodes if n["host"] not in spares]
     order = inventory.rank_order([n["host"] for n in world_nodes], master) + [n["host"] for n in nodes if n["host"] in spares]
     rank = {host: index for index, host in enumerate(order)}
-    master = next(n for n in nodes if n["host"] == order[0])
+    head = next(n for n in nodes if n["host"] == order[0])
     out = []
-    seen = {}
+    seen: dict[str | None, list[str]] = {}
     for n in nodes:
         env = envs.get(n["host"])
         if env is None:
             continue
         seen.setdefault(env.get("NODE_RANK"), []).append(n["host"])
     known = [nproc.get(n["host"]) for n in world_nodes]
-    world = sum(known) if None not in known else None
+    world = sum(count or 0 for count in known) if None not in known else None
     for n in nodes:
         host, env = n["host"], envs.get(n["host"])
         if env is None:
@@ -190,8 +193,8 @@ def ranks(nodes, envs, nproc, port, listening, master=None, spares=()):
             loopback = addr == "localhost"
         if loopback:
             problems.append("MASTER_ADDR=%s is loopback: every node would wait for itself" % addr)
-        elif addr != master["cluster_ip"]:
-            problems.append("MASTER_ADDR=%s, expected %s (%s)" % (addr, master["cluster_ip"], master["host"]))
+        elif addr != head["cluster_ip"]:
+            problems.append("MASTER_ADDR=%s, expected %s (%s)" % (addr, head["cluster_ip"], head["host"]))
         if env.get("MASTER_PORT") != str(port):
             problems.append("MASTER_PORT=%s, expected %s" % (env.get("MASTER_PORT"), port))
         if env.get("NNODES") != str(len(world_nodes)):
@@ -203,21 +206,21 @@ def ranks(nodes, envs, nproc, port, listening, master=None, spares=()):
         placed = ("spare: NODE_RANK %s, outside the world until a job's restart brings it in" if host in spares else "rank %s") % rank[host]
         out.append(finding("ranks", host, "fail", "; ".join(problems), fix) if problems else finding("ranks", host, "ok", placed))
     if listening:
-        out.append(finding("ranks", master["host"], "warn", "master port %s is in use on %s: %s" % (port, master["host"], listening),
+        out.append(finding("ranks", head["host"], "warn", "master port %s is in use on %s: %s" % (port, head["host"], listening),
                            "A job (or a stale one) holds the rendezvous port; stop it before launching."))
     return out
 
 
-def ports(summary, nodes):
+def ports(summary: dict[str, Any], nodes: Iterable[str]) -> list[dict[str, Any]]:
     fix = "Open the port between cluster nodes (run site.yml, role firewall) and check security groups in between."
-    failed = {}
+    failed: dict[str, list[str]] = {}
     for item in summary["failures"]:
         failed.setdefault(item["to"], []).append("%s -> %s:%s %s" % (item["from"], item["to"], item["via"], item["error"]))
     return [finding("ports", n, "fail", "; ".join(failed[n]), fix) if n in failed else finding("ports", n, "ok", "reachable on every port")
             for n in nodes]
 
 
-def limits(node, shm_bytes, memlock, where, min_shm_bytes):
+def limits(node: str, shm_bytes: int | None, memlock: str | int | None, where: str, min_shm_bytes: int) -> list[dict[str, Any]]:
     """where: 'inside trainops-run' or 'on the host ...' (no wrapper installed)."""
     out = []
     if "trainops-run" in where and "no trainops-run" not in where:
@@ -236,7 +239,8 @@ def limits(node, shm_bytes, memlock, where, min_shm_bytes):
     return out or [finding("limits", node, "ok", "/dev/shm %d MiB, memlock %s %s" % (shm_bytes // 2 ** 20, memlock, where))]
 
 
-def storage(nodes, state, path, min_free_bytes, outlier_fraction=None, server=None):
+def storage(nodes: Iterable[str], state: dict[str, dict[str, Any] | None], path: str, min_free_bytes: int,
+            outlier_fraction: float | None = None, server: str | None = None) -> list[dict[str, Any]]:
     """state: {node: {expect_fstab, present, expect_mounted, mounted, source, writable, free_bytes, sees, read_mbps,
     read_seconds, read_warning}} as read on each node. Storage the cluster brings has no fstab entry to expect and mounted None: not
     judged, its round trip (writable, sees) is. read_mbps and read_warning are the read throughput check's (module
@@ -245,7 +249,7 @@ def storage(nodes, state, path, min_free_bytes, outlier_fraction=None, server=No
     served = "Run site.yml (role shared_storage) to restore the fstab entry and the mount."
     brought = ("The storage is the cluster's own (nfs_enabled: false): mount the same filesystem at %s on every node, "
                "writable by the training user." % path)
-    sources = {s.get("source") for s in state.values() if s and s.get("source")}
+    sources: set[str] = {s["source"] for s in state.values() if s and s.get("source")}
     out = []
     for node in nodes:
         s = state.get(node)
@@ -280,7 +284,7 @@ def storage(nodes, state, path, min_free_bytes, outlier_fraction=None, server=No
     return out
 
 
-def plan(config, tp, pp, world):
+def plan(config: dict[str, Any], tp: int, pp: int, world: int) -> list[dict[str, Any]]:
     """The parallel plan against the model's config.json: tp divides the heads and KV heads, pp the layers, tp*pp the world."""
     heads = config.get("num_attention_heads")
     kv = config.get("num_key_value_heads", heads)
@@ -300,7 +304,7 @@ def plan(config, tp, pp, world):
     return [finding("plan", "-", "ok", "tp %d x pp %d fits %s heads, %s layers, world %d" % (tp, pp, heads, layers, world))]
 
 
-def gpus(node, facts, expected):
+def gpus(node: str, facts: dict[str, Any] | None, expected: int | None) -> list[dict[str, Any]]:
     if facts is None:
         return []
     out = []
@@ -321,7 +325,8 @@ def gpus(node, facts, expected):
     return out or [finding("gpus", node, "ok", "%d GPUs, no Xid errors%s" % (count, healthy))]
 
 
-def slurm(records, checked, shown, gpus, munge, controller):
+def slurm(records: list[dict[str, Any]], checked: Collection[str], shown: dict[str, dict[str, str | None]] | None,
+          gpus: dict[str, int | None], munge: dict[str, str | None], controller: str) -> list[dict[str, Any]]:
     """Slurm's view of the checked nodes: shown is parse_show_node() of the controller's scontrol (None: it could not
     be read), munge {node: key checksum or None}."""
     if shown is None:
@@ -335,7 +340,7 @@ def slurm(records, checked, shown, gpus, munge, controller):
                   for r in seen if r["host"] not in named]
 
 
-def stacks(node, facts):
+def stacks(node: str, facts: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Whether a stall's diagnosis reads the ranks' Python stacks on node (module stack_access's result): a warning
     where it cannot, with what to grant; the diagnosis then shows what the kernel tells of each rank instead."""
     if not facts:
@@ -348,7 +353,7 @@ def stacks(node, facts):
                                             "kernel tells of each rank instead" % why, facts.get("grant") or STACKS_FIX)]
 
 
-def summarize(findings):
+def summarize(findings: list[dict[str, Any]]) -> dict[str, Any]:
     """{ok, failed_checks, rows: [[check, node, status, detail, fix]]} in check order."""
     order = {c: i for i, c in enumerate(CHECKS)}
     items = sorted(findings, key=lambda f: (order.get(f["check"], 99), f["status"] == "ok", str(f["node"])))
@@ -357,7 +362,7 @@ def summarize(findings):
             "rows": [[f["check"], f["node"], f["status"].upper(), f["detail"], f["fix"]] for f in items]}
 
 
-def parse_env(text):
+def parse_env(text: str | None) -> dict[str, str] | None:
     """KEY=VALUE lines of a launch.env (comments and blanks skipped) -> dict; None stays None."""
     if text is None:
         return None
@@ -365,14 +370,14 @@ def parse_env(text):
     return dict((key.strip(), value.strip()) for key, value in pairs)
 
 
-def majority(values):
-    counts = {}
+def majority(values: Iterable[Any]) -> Any:
+    counts: dict[Any, int] = {}
     for value in values:
         counts[value] = counts.get(value, 0) + 1
-    return max(counts, key=counts.get) if counts else None
+    return max(counts, key=lambda value: counts[value]) if counts else None
 
 
-def run_all(data):
+def run_all(data: dict[str, Any]) -> dict[str, Any]:
     """Every check over what the doctor read (see roles/doctor); returns summarize()'s result."""
     nodes = data["nodes"]
     names_all = [n["host"] for n in nodes]

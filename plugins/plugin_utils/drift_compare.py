@@ -9,6 +9,8 @@ Pure functions, stdlib only. The caller flattens each node's facts into a flat d
 
 from __future__ import annotations
 
+from typing import Any, Iterable, Mapping, Sequence
+
 from ansible_collections.trainops.cluster.plugins.plugin_utils.tables import cell_text, grid_line, render_table
 
 SEVERITIES = ("critical", "warn", "ignore")
@@ -23,7 +25,7 @@ EMPTY_CELL = "(empty)"
 _MD_SPECIAL = "\\`*_|[]<>"
 
 
-def format_value(value, missing=MISSING_CELL):
+def format_value(value: object, missing: str = MISSING_CELL) -> str:
     """Display text of one fact value: lists joined by ", ", None as `missing`, "" as (empty)."""
     if value is None:
         return missing
@@ -34,37 +36,37 @@ def format_value(value, missing=MISSING_CELL):
     return text if text else EMPTY_CELL
 
 
-def _normalize(value):
+def _normalize(value: Any) -> Any:
     # Tuples and lists must compare equal: facts may arrive as either depending on the caller.
     if isinstance(value, (list, tuple)):
         return [_normalize(item) for item in value]
     return value
 
 
-def _check_severity(severity, what):
+def _check_severity(severity: object, what: str) -> str:
     text = str(severity).lower()
     if text not in SEVERITIES:
         raise ValueError("invalid severity {0!r} for {1}: expected one of {2}".format(severity, what, ", ".join(SEVERITIES)))
     return text
 
 
-def _host_order(values_by_host, hosts_order):
+def _host_order(values_by_host: Mapping[str, Any], hosts_order: Iterable[str] | None) -> list[str]:
     # Hosts named in hosts_order but absent from the data are kept: every key then shows them as missing.
     hosts = list(dict.fromkeys(hosts_order or ()))
     hosts.extend(host for host in values_by_host if host not in hosts)
     return hosts
 
 
-def _key_order(values_by_host, hosts):
-    keys = {}
+def _key_order(values_by_host: Mapping[str, Any], hosts: list[str]) -> list[str]:
+    keys: dict[str, None] = {}
     for host in hosts:
         keys.update(dict.fromkeys(values_by_host.get(host) or {}))
     return list(keys)
 
 
-def group_values(values, hosts):
+def group_values(values: Mapping[str, Any], hosts: Sequence[str]) -> list[dict[str, Any]]:
     """[{"value", "hosts"}] per distinct value, most common first; equal counts keep host order."""
-    groups = []
+    groups: list[dict[str, Any]] = []
     for host in hosts:
         value = values[host]
         group = next((g for g in groups if g["value"] == value), None)
@@ -75,15 +77,16 @@ def group_values(values, hosts):
     return sorted(groups, key=lambda g: -len(g["hosts"]))
 
 
-def _has_majority(groups):
+def _has_majority(groups: list[dict[str, Any]]) -> bool:
     return len(groups) == 1 or (len(groups) > 1 and len(groups[0]["hosts"]) > len(groups[1]["hosts"]))
 
 
-def compare_key(key, values, hosts, severity):
+def compare_key(key: str, values: Mapping[str, Any], hosts: Sequence[str], severity: str) -> dict[str, Any]:
     """One report row: the values of `key` on every host and who is odd."""
     groups = group_values(values, hosts)
     consistent = len(groups) <= 1
     majority = _has_majority(groups)
+    odd_hosts: list[str]
     if consistent:
         odd_hosts = []
     elif majority:
@@ -103,7 +106,7 @@ def compare_key(key, values, hosts, severity):
     }
 
 
-def describe_row(row):
+def describe_row(row: dict[str, Any]) -> str:
     """Human sentence naming the odd host(s), their value and the majority value."""
     groups = row["groups"]
     if _has_majority(groups):
@@ -114,7 +117,8 @@ def describe_row(row):
     return "{0} differs: {1}".format(row["key"], "; ".join(parts))
 
 
-def compare(values_by_host, policy, default_severity="warn", hosts_order=None):
+def compare(values_by_host: Mapping[str, Any], policy: Mapping[str, Any] | None, default_severity: str = "warn",
+            hosts_order: Iterable[str] | None = None) -> dict[str, Any]:
     """Compare flat per-host fact dicts key by key.
 
     values_by_host: {host: {key: value}}; policy: {key: "critical"|"warn"|"ignore"} (None for none);
@@ -134,18 +138,18 @@ def compare(values_by_host, policy, default_severity="warn", hosts_order=None):
     return {"hosts": hosts, "keys": keys, "rows": rows, "failed": bool(errors), "errors": errors, "warnings": warnings}
 
 
-def _drift_cells(comparison):
+def _drift_cells(comparison: dict[str, Any]) -> tuple[list[str], list[list[str]], list[tuple[int, int]]]:
     hosts = comparison["hosts"]
     headers = ["key"] + list(hosts) + ["status"]
-    rows = []
-    odd = []
+    rows: list[list[str]] = []
+    odd: list[tuple[int, int]] = []
     for r, row in enumerate(comparison["rows"]):
         rows.append([row["key"]] + [format_value(row["values"].get(host)) for host in hosts] + [row["status"]])
         odd.extend((r, 1 + hosts.index(host)) for host in row["odd_hosts"])
     return headers, rows, odd
 
 
-def render_drift_table(comparison, marker="*"):
+def render_drift_table(comparison: dict[str, Any], marker: str = "*") -> str:
     """compare() result as a text table: one column per host, one row per key, then a status column."""
     headers, rows, odd = _drift_cells(comparison)
     table = render_table(headers, rows, odd, marker)
@@ -154,11 +158,11 @@ def render_drift_table(comparison, marker="*"):
     return table
 
 
-def _md_escape(text):
+def _md_escape(text: str) -> str:
     return "".join("\\" + char if char in _MD_SPECIAL else char for char in text)
 
 
-def _md_table(headers, rows):
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     # Padded like the text table so the raw file reads well too; 3 dashes is the Markdown minimum.
     widths = [max([3] + [len(line[c]) for line in [headers] + rows]) for c in range(len(headers))]
     lines = [grid_line(headers, widths), "| " + " | ".join("-" * w for w in widths) + " |"]
@@ -166,11 +170,11 @@ def _md_table(headers, rows):
     return lines
 
 
-def _md_list(title, items):
+def _md_list(title: str, items: list[str]) -> list[str]:
     return ["", "## " + title, ""] + (["- " + _md_escape(item) for item in items] or ["None."])
 
 
-def render_markdown(comparison, title="Cluster drift report"):
+def render_markdown(comparison: dict[str, Any], title: str = "Cluster drift report") -> str:
     """compare() result as Markdown: summary line, table with odd cells in bold, then errors and warnings."""
     headers, rows, odd = _drift_cells(comparison)
     cells = [[_md_escape(cell_text(value)) for value in row] for row in rows]

@@ -9,36 +9,38 @@ missing (None) when the module could not run on the node, which shows as missing
 
 from __future__ import annotations
 
+from typing import Any
 
-def _nccl(comm, source):
+
+def _nccl(comm: dict[str, Any], source: str) -> str | None:
     versions = sorted({s["version"] or "unknown" for s in (comm.get("nccl") or {}).get("sources", []) if s["source"] == source})
     return ", ".join(versions) or None
 
 
-def _gpus(gpu):
+def _gpus(gpu: dict[str, Any]) -> str:
     if not gpu.get("available"):
         return "0"
     models = ", ".join(gpu.get("gpu_models") or []) or "unknown model"
     return "%sx %s" % (gpu.get("gpu_count"), models)
 
 
-def _nvlink(gpu):
+def _nvlink(gpu: dict[str, Any]) -> str | None:
     nvlink = gpu.get("nvlink")
     if not nvlink:
         return None
     return "%s x %s GB/s" % (nvlink.get("links_per_gpu"), nvlink.get("link_speed_gbps"))
 
 
-def _ib(comm):
+def _ib(comm: dict[str, Any]) -> list[str]:
     ports = comm.get("infiniband") or []
     return ["%s:%s %s %sG" % (p["device"], p["port"], p.get("state"), p.get("rate_gbps")) for p in ports]
 
 
-def image_values(image):
+def image_values(image: dict[str, Any]) -> dict[str, Any]:
     """The training environment inside the image (image_facts), under keys that start with "image ". A package
     appears where it is installed (a node without it shows it missing); LLaMA-Factory's unmet requirements where it is."""
     torch = image.get("torch") or {}
-    values = {
+    values: dict[str, Any] = {
         "image python": image.get("python"),
         "image torch": torch.get("version"),
         "image torch cuda": torch.get("cuda"),
@@ -51,7 +53,8 @@ def image_values(image):
     return values
 
 
-def values_for(gpu, comm, extra=None, image=None):
+def values_for(gpu: dict[str, Any] | None, comm: dict[str, Any] | None, extra: dict[str, Any] | None = None,
+               image: dict[str, Any] | None = None) -> dict[str, Any]:
     """Display key -> value for one node, in report order; `extra` (e.g. the image digest) and the values inside
     the image (`image`, image_facts) are appended."""
     gpu = gpu or {}
@@ -60,7 +63,7 @@ def values_for(gpu, comm, extra=None, image=None):
     mpi = comm.get("mpi")
     shm = comm.get("shm") or {}
     port_range = comm.get("ip_local_port_range")
-    values = {
+    values: dict[str, Any] = {
         "driver": gpu.get("driver_version"),
         "cuda (driver)": gpu.get("cuda_version"),
         "gpus": _gpus(gpu) if gpu else None,

@@ -28,7 +28,7 @@ _RESET = "Drain the node, reset the GPU (nvidia-smi -r -i INDEX, no process on i
 _REPLACE = "Drain the node and ask the provider to replace the GPU (hand them this line and nvidia-smi -q)"
 
 
-def _problem(gpu: dict, status: str, what: str, figure, threshold: str, fix: str) -> dict:
+def _problem(gpu: dict, status: str, what: str, figure: object, threshold: str, fix: str) -> dict:
     return {"gpu": gpu.get("index"), "bus": gpu.get("pci_bus_id"), "status": status, "what": what, "figure": figure,
             "threshold": threshold, "fix": fix}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from typing import Any, Callable, Iterable, Sequence
 
 USER_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 HOSTNAME_LABEL_RE = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
@@ -25,7 +26,7 @@ PORT_RANGES = ("cluster_nccl_port_range", "cluster_mpi_btl_ports", "cluster_mpi_
 _MISSING = object()
 
 
-def _port_range(value):
+def _port_range(value: object) -> tuple[int, int] | None:
     """'lo-hi' -> (lo, hi) within 1024-65535, else None."""
     try:
         low, high = (int(part) for part in str(value).split("-"))
@@ -34,8 +35,9 @@ def _port_range(value):
     return (low, high) if 1024 <= low <= high <= 65535 else None
 
 
-def _check_ports(host, s):
-    errors, ranges = [], {}
+def _check_ports(host: str, s: dict[str, Any]) -> list[str]:
+    errors: list[str] = []
+    ranges: dict[str, tuple[int, int]] = {}
     for var in PORT_RANGES:
         found = _port_range(s.get(var))
         if found is None:
@@ -55,8 +57,9 @@ def _check_ports(host, s):
     return errors
 
 
-def _unique(names):
-    seen, out = set(), []
+def _unique(names: Iterable[str | None]) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
     for name in names:
         if name and name.lower() not in seen:
             seen.add(name.lower())
@@ -64,7 +67,7 @@ def _unique(names):
     return out
 
 
-def node_records(hostvars, hosts):
+def node_records(hostvars: dict[str, Any], hosts: Iterable[str]) -> list[dict[str, Any]]:
     """Return the node records of `hosts` (in rank order) from their inventory variables."""
     records = []
     for rank, host in enumerate(hosts):
@@ -85,7 +88,7 @@ def node_records(hostvars, hosts):
     return records
 
 
-def master_error(hosts, master):
+def master_error(hosts: Sequence[str], master: str | None) -> str | None:
     """Why master cannot be the rendezvous master of hosts (group cluster, in inventory order), or None.
 
     master: cluster_master, a host of the group; None (or empty): the first host.
@@ -97,7 +100,7 @@ def master_error(hosts, master):
             "'cluster', or leave it unset (null) for the first%s." % (master, ", ".join(hosts) or "no hosts", first))
 
 
-def spare_errors(hosts, spares, masters):
+def spare_errors(hosts: Sequence[str], spares: Sequence[str], masters: Iterable[str | None]) -> list[str]:
     """Why the spares (group cluster_spare) cannot stand by: each must be a host of group cluster too (the group is a child
     of it, so that every role converges it), the rendezvous master must not be one, and the world needs a node."""
     errors = ["%s: a host of group cluster_spare outside group cluster. Make cluster_spare a child group of cluster "
@@ -112,7 +115,7 @@ def spare_errors(hosts, spares, masters):
     return errors
 
 
-def rank_order(hosts, master=None):
+def rank_order(hosts: Iterable[str], master: str | None = None) -> list[str]:
     """The hosts in NODE_RANK order: the rendezvous master first (NODE_RANK 0: torchrun's static rendezvous makes that
     node host the store at MASTER_ADDR), then the others in the order given. master None (or empty): the first host.
     Raises ValueError, naming cluster_master and the hosts, when master is not one of them."""
@@ -122,7 +125,7 @@ def rank_order(hosts, master=None):
     return [master] + [host for host in hosts if host != master] if master else list(hosts)
 
 
-def _check_ip(node, network):
+def _check_ip(node: dict[str, Any], network: ipaddress.IPv4Network | ipaddress.IPv6Network | None) -> list[str]:
     host, value = node["host"], node["cluster_ip"]
     if value in (None, ""):
         return ["%s: cluster_ip is not set. Set it in the inventory to the node's address on the training network." % host]
@@ -141,7 +144,7 @@ def _check_ip(node, network):
     return errors
 
 
-def _storage_node_errors(server, address, its_network, network):
+def _storage_node_errors(server: object, address: object, its_network: str | None, network: str | None) -> list[str]:
     """cluster_nfs_server outside group cluster (a storage node): the nodes mount its export at its cluster_ip, and
     the roles that run there (its firewall) read the cluster's settings, which group_vars of group cluster do not
     give it (its_network: cluster_network as the storage node sees it)."""
@@ -159,15 +162,15 @@ def _storage_node_errors(server, address, its_network, network):
     return errors
 
 
-def _check_hostname(node):
+def _check_hostname(node: dict[str, Any]) -> list[str]:
     names = [node["hostname"]] + ([node["fqdn"]] if node["fqdn"] else [])
     bad = [n for n in names if not all(HOSTNAME_LABEL_RE.match(label) for label in n.split("."))]
     return ["%s: hostname %r is not a valid host name (letters, digits and '-', labels of 1-63). Set cluster_hostname or rename the host."
             % (node["host"], b) for b in bad]
 
 
-def _duplicates(nodes, key, label, fix):
-    seen = {}
+def _duplicates(nodes: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any], label: str, fix: str) -> list[str]:
+    seen: dict[Any, list[str]] = {}
     for node in nodes:
         value = key(node)
         if value is not None:
@@ -176,8 +179,9 @@ def _duplicates(nodes, key, label, fix):
             for value, hosts in sorted(seen.items(), key=lambda kv: str(kv[0])) if len(hosts) > 1]
 
 
-def _check_settings(host, s):
+def _check_settings(host: str, s: dict[str, Any]) -> tuple[list[str], ipaddress.IPv4Network | ipaddress.IPv6Network | None]:
     errors = []
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network | None
     try:
         network = ipaddress.ip_network(str(s.get("cluster_network")), strict=False)
     except ValueError:
@@ -209,7 +213,7 @@ def _check_settings(host, s):
     return errors, network
 
 
-def validate(nodes, settings_by_host, spares=None):
+def validate(nodes: list[dict[str, Any]], settings_by_host: dict[str, dict[str, Any]], spares: Sequence[str] | None = None) -> list[str]:
     """Return the list of inventory errors (empty when the inventory is sound).
 
     nodes: node records in rank order (see node_records); settings_by_host: {host: {variable: value}}; spares: the
@@ -217,13 +221,13 @@ def validate(nodes, settings_by_host, spares=None):
     """
     if not nodes:
         return ["inventory: group 'cluster' has no hosts. List the training nodes under group 'cluster', the rendezvous master first."]
-    errors = []
-    networks = {}
+    errors: list[str] = []
+    networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network | None] = {}
     for host, settings in settings_by_host.items():
         found, networks[host] = _check_settings(host, settings)
         errors.extend(found)
     for var in CLUSTER_WIDE:
-        values = {}
+        values: dict[str, list[str]] = {}
         for host, settings in settings_by_host.items():
             values.setdefault(str(settings.get(var)), []).append(host)
         if len(values) > 1:
@@ -247,7 +251,7 @@ def validate(nodes, settings_by_host, spares=None):
     return errors
 
 
-def node_errors(node):
+def node_errors(node: dict[str, Any]) -> list[str]:
     """Read-only checks on one node that the inventory alone cannot answer.
 
     node: {"host", "cluster_ip", "addresses": [interface addresses], "passwd": getent passwd {name: [pw, uid, gid, ...]},
@@ -278,7 +282,7 @@ def node_errors(node):
     return errors
 
 
-def _port_range_errors(host, port_range):
+def _port_range_errors(host: str, port_range: dict[str, Any] | None) -> list[str]:
     """port_range: {writable, live ("32768\t60999"), wanted ("50000-59999")}, or None where it is not pinned."""
     if not port_range or port_range["writable"] or port_range["live"].split() == port_range["wanted"].split("-"):
         return []
@@ -287,19 +291,19 @@ def _port_range_errors(host, port_range):
             "cluster in the firewall instead." % (host, "-".join(port_range["live"].split()), port_range["wanted"], host)]
 
 
-def _kernel_has(nfs, name):
+def _kernel_has(nfs: dict[str, Any], name: str) -> bool:
     """Whether the kernel has file system name: loaded, as a module, or built in."""
     return (name in nfs["filesystems"] or any(m.split(".ko")[0] == name for m in nfs["modules"])
             or ("/%s.ko" % name) in (nfs.get("builtin") or ""))
 
 
-def nfs_kernel_errors(kernel):
+def nfs_kernel_errors(kernel: dict[str, Any]) -> list[str]:
     """What the kernel of a host that serves or mounts NFS lacks, for a host with no node record: a storage node
     outside group cluster. kernel: {host, server, client, filesystems, modules, builtin}, as _nfs_errors reads it."""
     return _nfs_errors(kernel["host"], kernel)
 
 
-def _nfs_errors(host, nfs):
+def _nfs_errors(host: str, nfs: dict[str, Any] | None) -> list[str]:
     """nfs: {server (this node serves with the kernel backend), client (it mounts the export), filesystems (of
     /proc/filesystems), modules (file names of nfsd/nfs modules found), builtin (modules.builtin's text)}, or None."""
     if not nfs:
@@ -316,18 +320,18 @@ def _nfs_errors(host, nfs):
     return errors
 
 
-def _containing_mount(path, mounts):
+def _containing_mount(path: str, mounts: dict[str, Any]) -> tuple[str | None, Any]:
     """(mount point, its mount facts) of the mount that holds path: the longest mount point above it."""
     found = [(point, info) for point, info in mounts.items() if path == point or path.startswith(point.rstrip("/") + "/")]
     return max(found, key=lambda item: len(item[0]), default=(None, None))
 
 
-def _gib(size):
+def _gib(size: int) -> str:
     """Bytes as GiB with one decimal, the exact figure beside it: '3.2 GiB (3435973836 bytes)'."""
     return "%.1f GiB (%d bytes)" % (size / 2 ** 30, size)
 
 
-def _storage_errors(host, storage, uid, gid):
+def _storage_errors(host: str, storage: dict[str, Any] | None, uid: object, gid: object) -> list[str]:
     """storage: {path, stat (the stat module's), mounts (mount_facts' mount_points), min_free_bytes} of storage that the
     cluster brings (nfs_enabled: false), or None. The training user's uid and gid need not exist yet: its write
     permission is read from the directory's owner and mode (an ACL is not read: the round trip after these checks
@@ -363,7 +367,7 @@ def _storage_errors(host, storage, uid, gid):
     return errors
 
 
-def storage_round_trip_errors(trip):
+def storage_round_trip_errors(trip: dict[str, Any]) -> list[str]:
     """The round trip on storage the cluster brings, for one node: it wrote a file as the training user's uid,
     read the first node's, and removed its own. trip: {host, first, path, uid, written, write_error, seen,
     first_wrote, removed, remove_error}."""
@@ -383,16 +387,16 @@ def storage_round_trip_errors(trip):
     return errors
 
 
-def by_node(nodes, hostvars, path, default=None):
+def by_node(nodes: Iterable[str], hostvars: Any, path: str | Iterable[Any], default: Any = None) -> dict[str, Any]:
     """{node: hostvars[node][path...]} for each node, default where the value is not there.
 
     path: a variable name, or a list of keys into it (["ansible_facts", "trainops_gpu", "gpu_count"]). Replaces the
     zip/extract idiom, which needs a default per level and reads as a riddle. A value that is there but null stays null.
     """
     keys = [path] if isinstance(path, str) else list(path)
-    found = {}
+    found: dict[str, Any] = {}
     for node in nodes:
-        value = hostvars[node] if node in hostvars else _MISSING
+        value: Any = hostvars[node] if node in hostvars else _MISSING
         for key in keys:
             try:
                 value = value[key] if value is not _MISSING and value is not None else _MISSING

@@ -29,7 +29,7 @@ def against_ladder(slow: dict | None, rung: dict | None) -> str:
     against the ladder's busbw, or where the job times NCCL's collectives the busbw they reached; "" where either is
     missing."""
     nets, nccl = (slow or {}).get("net") or {}, (slow or {}).get("nccl")
-    if (slow or {}).get("kind") != "communication-bound" or not (nets or nccl) or not rung:
+    if slow is None or slow.get("kind") != "communication-bound" or not (nets or nccl) or not rung:
         return ""
     if nccl:
         # NCCL's own times (train_collective_timing): the busbw its collective reached, nccl-tests' figure itself.

@@ -11,16 +11,17 @@ unmet stops at start on every node. Each finding names the node, what it has and
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _VERSION_RE = re.compile(r"^\s*(\d+)\.(\d+)")
 
 
-def _major_minor(text):
+def _major_minor(text: object) -> tuple[int, int] | None:
     match = _VERSION_RE.match(str(text or ""))
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _cuda_finding(host, values):
+def _cuda_finding(host: str, values: dict[str, Any]) -> dict[str, str] | None:
     driver, image = _major_minor(values.get("cuda (driver)")), _major_minor(values.get("image torch cuda"))
     if driver is None or image is None or driver >= image:
         return None
@@ -35,7 +36,7 @@ def _cuda_finding(host, values):
                        "code compiled at run time for the newer CUDA (PTX) fails. A driver for CUDA {1} on {0} avoids it.".format(host, needs, has)}
 
 
-def _llamafactory_finding(host, values):
+def _llamafactory_finding(host: str, values: dict[str, Any]) -> dict[str, str] | None:
     unmet = values.get("image llamafactory unmet")
     if not unmet:
         return None
@@ -45,16 +46,16 @@ def _llamafactory_finding(host, values):
                            host, values.get("image llamafactory") or "", "; ".join(unmet))}
 
 
-def check(values_by_host, hosts):
+def check(values_by_host: dict[str, dict[str, Any] | None], hosts: list[str]) -> list[dict[str, str]]:
     """[{host, severity (critical|warn), message}] for every node in `hosts` order."""
-    findings = []
+    findings: list[dict[str, str]] = []
     for host in hosts:
         values = values_by_host.get(host) or {}
         findings.extend(f for f in (_cuda_finding(host, values), _llamafactory_finding(host, values)) if f)
     return findings
 
 
-def apply(comparison, values_by_host):
+def apply(comparison: dict[str, Any], values_by_host: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
     """drift_compare's result with the findings added: critical ones to errors (the run fails), the rest to warnings."""
     findings = check(values_by_host, comparison["hosts"])
     result = dict(comparison, requirements=findings)

@@ -6,6 +6,8 @@ report (the node program, roles/train/files/trainops_job, says how its part stan
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
 from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, nccl_use
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
@@ -18,7 +20,9 @@ NO_PART = "no part of this start"
 UNREACHABLE = "unreachable from the controller: no report"
 
 
-def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir, master_node=None):
+def preflight(nodes: list[str], launch_env_b64: dict[str, str | None], master: str, matrix: dict[str, Any] | None,
+              listeners: dict[str, list[dict[str, Any]] | None], writes: dict[str, dict[str, Any] | None], seen: list[str],
+              jobs_dir: str, master_node: str | None = None) -> list[str]:
     """What would make the job hang, before anything starts: [finding], each naming the node.
 
     nodes: the inventory order; launch_env_b64: {node: launch.env as slurp's base64, or None}; master: "addr:port";
@@ -26,7 +30,8 @@ def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jo
     writes: {node: the copy task's result}; seen: file names the first node found in jobs_dir; master_node: the node
     that serves the master port (cluster_master), None for the first node.
     """
-    findings, launches = [], {}
+    findings: list[str] = []
+    launches: dict[str, dict[str, str]] = {}
     for node in nodes:
         text = launch_env_b64.get(node)
         if text is None:
@@ -51,11 +56,11 @@ def preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jo
     return findings
 
 
-def progress_of(progress, now):
+def progress_of(progress: dict[str, Any] | None, now: float) -> dict[str, Any]:
     """What a node's progress record says: {step, logged_seconds_ago, steps_per_minute (over the last minute of steps
     seen, else the last two)}; Nones where it has none. now: the node's clock, as its report gives it."""
     points = (progress or {}).get("points") or []
-    if not points:
+    if progress is None or not points:
         return {"step": None, "logged_seconds_ago": None, "steps_per_minute": None}
     recent = [p for p in points if p[0] >= points[-1][0] - 60] or points[-2:]
     recent = recent if len(recent) > 1 else points[-2:]
@@ -111,7 +116,7 @@ def scale_table(events: list) -> list:
         rate = event.get("steps_per_second")
         ratio = event["world"] * rate / (base["world"] * base["steps_per_second"]) if base and rate is not None else None
         speedup = round(ratio, 2) if ratio is not None else None
-        efficiency = round(ratio * base["world"] / event["world"], 3) if ratio is not None else None
+        efficiency = round(ratio * base["world"] / event["world"], 3) if ratio is not None and base else None
         rows.append({"world": event["world"], "nodes": event.get("nodes") or [], "steps_per_second": rate, "speedup": speedup,
                      "efficiency": efficiency, "error": event.get("error"), "bound": _unexplained(event.get("bound"), efficiency),
                      "samples_per_second": _samples(event)})
@@ -156,14 +161,14 @@ def scale_text(rows: list) -> str:
     """"scaled: 2 nodes 1.8x 1 node (90 %), 3 nodes 2.1x (70 %)", with a size that was not measured named and why."""
     measured = [r for r in rows if r["speedup"]]
     base = measured[0]["world"] if measured else None
-    against = " %d node%s" % (base, "s" if base > 1 else "") if measured else ""
+    against = " %d node%s" % (base, "s" if base > 1 else "") if base is not None else ""
     parts = ["%d node%s %sx%s (%d %%%s)" % (r["world"], "s" if r["world"] > 1 else "", r["speedup"], against if i == 1 else "",
                                             round(100 * r["efficiency"]), _bound_said(r)) for i, r in enumerate(measured) if i]
     missed = ["%d nodes not measured: %s" % (r["world"], r["error"]) for r in rows if r["error"]]
     return "%s: %s" % (SCALED_SHORT if missed else SCALED, "; ".join([", ".join(parts) or "one size measured"] + missed))
 
 
-def _verdict(record, per_node: dict, first: str | None, supervisor: dict, events: list, unsupervised: str | None = None) -> str:
+def _verdict(record: dict | None, per_node: dict, first: str | None, supervisor: dict, events: list, unsupervised: str | None = None) -> str:
     """The job's word from its nodes' parts; per_node leaves out the spares that no restart brought in."""
     states = {node: seen["state"] for node, seen in per_node.items()}
     running = [n for n, seen in per_node.items() if seen["running"]]
@@ -212,8 +217,7 @@ def _held_to_ladder(slow: dict, ladder: list | None, reports: dict) -> dict:
     network."""
     if slow.get("nccl"):
         return dict(slow, text=slow["text"] + job_bandwidth.against_ladder(slow, job_bandwidth.ladder_rung(ladder, list(slow.get("shares") or {}))))
-    said = [(r.get("progress") or {}).get("nccl") for r in reports.values()]
-    said = [nccl for nccl in said if nccl]
+    said = [nccl for nccl in ((r.get("progress") or {}).get("nccl") for r in reports.values()) if nccl]
     gpus = any(p.get("gpu") is not None for r in reports.values() for p in r.get("perf") or [])
     if said and all(nccl_use.over_sockets(nccl) for nccl in said) or not said and not gpus:
         counted = slow.get("net")
@@ -265,7 +269,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         if node in left and not report.get("running"):
             state = "left out: %s" % left[node]
         if (queue or {}).get("SlurmState") == "PENDING" and not report.get("ended"):
-            state = "queued: %s" % (queue.get("SlurmReason") or "waiting")
+            state = "queued: %s" % ((queue or {}).get("SlurmReason") or "waiting")
         logs[node] = report.get("log") or []
         seen = progress_of(report.get("progress"), report.get("now") or 0.0)
         standby = node in spares and (not report or bool(report.get("standby")))
@@ -307,7 +311,7 @@ def starts_text(found: list) -> str | None:
                                                           ", then ".join("%d (%s)" % (len(s["nodes"]), s["why"]) for s in found[1:]))
 
 
-def starts(record, events: list) -> list:
+def starts(record: dict | None, events: list) -> list:
     """Each start of the job's command, with its nodes (its world size): the first, then every restart's."""
     if record is None:
         return []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+from typing import Any
 
 # LLaMA-Factory's (transformers') default: the other ranks wait this long at the barrier while rank 0 tokenizes.
 DEFAULT_DDP_TIMEOUT = 1800
@@ -24,7 +25,7 @@ FULL_CHECKPOINT_FACTOR = 6
 PATH_KEYS = ("model_name_or_path", "adapter_name_or_path", "dataset_dir", "tokenized_path")
 
 
-def _under(path, directory):
+def _under(path: str, directory: str) -> bool:
     path, directory = posixpath.normpath(path), posixpath.normpath(directory)
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
@@ -36,12 +37,12 @@ def samples_per_rank(config: dict) -> int | None:
     return int(batch) * int(config.get("gradient_accumulation_steps") or 1) if batch else None
 
 
-def node_paths(config):
+def node_paths(config: dict[str, Any]) -> list[str]:
     """The absolute paths of the config that every node must find (a hub id such as Qwen/Qwen2-0.5B is not one)."""
     return [str(config[key]) for key in PATH_KEYS if isinstance(config.get(key), str) and config[key].startswith("/")]
 
 
-def findings(config, shared_dir, present, checkpoints):
+def findings(config: dict[str, Any], shared_dir: str, present: dict[str, dict[str, bool]], checkpoints: list[str]) -> list[str]:
     """[finding] for one config.
 
     present: {node: {path: exists}} for node_paths(config); checkpoints: names of checkpoint-N directories found in
@@ -79,24 +80,24 @@ def findings(config, shared_dir, present, checkpoints):
     return found
 
 
-def _gib(size):
+def _gib(size: float) -> str:
     for unit, power in (("GiB", 30), ("MiB", 20)):
         if size >= 2 ** power:
             return "%.1f %s" % (size / 2.0 ** power, unit)
     return "%.1f KiB" % (size / 1024.0)
 
 
-def _checkpoints(count):
+def _checkpoints(count: int) -> str:
     return "%d checkpoint%s" % (count, "" if count == 1 else "s")
 
 
-def free_bytes(mounts, path):
+def free_bytes(mounts: list[dict[str, Any]], path: str) -> int | None:
     """Free bytes where path lives: the mount (setup's ansible_mounts) with the longest mount point above it."""
     above = [m for m in mounts if _under(path, m.get("mount", ""))]
     return max(above, key=lambda m: len(m["mount"]))["size_available"] if above else None
 
 
-def _checkpoints_to_write(config, written):
+def _checkpoints_to_write(config: dict[str, Any], written: int) -> int | None:
     """How many more checkpoints the run keeps on disk, or None when the config does not say (epochs of an unknown
     dataset and no save_total_limit). written: the complete checkpoints already there."""
     strategy = config.get("save_strategy", "steps")
@@ -120,7 +121,8 @@ def _checkpoints_to_write(config, written):
     return None if planned is None else max(planned, 0)
 
 
-def space(config, free, model_bytes, assessment):
+def space(config: dict[str, Any], free: int | None, model_bytes: int | None,
+          assessment: dict[str, Any]) -> tuple[str | None, str | None]:
     """(finding or None, note or None): does output_dir have room for the checkpoints the run will write?
 
     free: bytes free there; model_bytes: the size of model_name_or_path's weight files (None: not a local directory);
@@ -149,7 +151,7 @@ def space(config, free, model_bytes, assessment):
     return None, "checkpoint space: %s of %s (%s) fit in %s free" % (_checkpoints(count), _gib(each), how, _gib(free))
 
 
-def resume_argument(config, resume, command):
+def resume_argument(config: dict[str, Any], resume: dict[str, Any], command: str) -> str:
     """What a start adds to LLaMA-Factory's command so that it resumes from the newest complete checkpoint (the Trainer
     on its own takes the highest-numbered one, complete or not): " resume_from_checkpoint=<dir>/<latest>", or "" where
     there is none or the command or config names one already."""

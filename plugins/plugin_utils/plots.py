@@ -15,6 +15,10 @@ import io
 import json
 import os
 import re
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # Colours the page's browser test looks for: a measured line, the link's limit.
 BUSBW = "#1f6feb"
@@ -27,10 +31,11 @@ MAX_NAMED = 8
 # The time plot draws each node's windows as a line without markers: a node's line shows from its second window on, so a
 # plot of nodes with one window each is drawn empty.
 MIN_WINDOWS = 2
-RC = {"svg.hashsalt": "trainops", "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+# (Any keys: matplotlib's stubs take rc_context's keys as the literal names of its parameters.)
+RC: dict[Any, Any] = {"svg.hashsalt": "trainops", "svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
 
 
-def available():
+def available() -> str | None:
     """None when plots can be drawn, else why not."""
     if importlib.util.find_spec("matplotlib") is None:
         return "matplotlib is not installed on the controller (pip install -r requirements.txt)"
@@ -40,11 +45,11 @@ def available():
 class Cache:
     """SVGs by a hash of what they show, in one directory; prune() removes those this build did not use."""
 
-    def __init__(self, directory):
+    def __init__(self, directory: str):
         self.directory = directory
-        self.used = set()
+        self.used: set[str] = set()
 
-    def get(self, data, draw):
+    def get(self, data: object, draw: Callable[[], str]) -> str:
         name = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:32] + ".svg"
         self.used.add(name)
         path = os.path.join(self.directory, name)
@@ -60,33 +65,33 @@ class Cache:
         os.replace(path + ".tmp", path)
         return svg
 
-    def prune(self):
+    def prune(self) -> None:
         for name in os.listdir(self.directory) if os.path.isdir(self.directory) else []:
             if name.endswith(".svg") and name not in self.used:
                 os.remove(os.path.join(self.directory, name))
 
 
-def _figure(height):
+def _figure(height: float) -> Figure:
     from matplotlib.figure import Figure  # imported only when a plot is drawn (1 s)
 
     return Figure(figsize=(6.4, height))
 
 
-def _svg(figure):
+def _svg(figure: Figure) -> str:
     out = io.StringIO()
     figure.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
     # Embedded in HTML: the XML declaration and DOCTYPE would be text there.
     return re.sub(r"^.*?(<svg\b)", r"\1", out.getvalue(), count=1, flags=re.S)
 
 
-def _size_label(value, _position):
+def _size_label(value: float, _position: object) -> str:
     for unit, scale in (("G", 2 ** 30), ("M", 2 ** 20), ("K", 2 ** 10)):
         if value >= scale:
             return "%g%s" % (value / scale, unit)
     return "%g" % value
 
 
-def _draw_busbw(series, limit_gbps):
+def _draw_busbw(series: Sequence[tuple[str, Sequence[Sequence[float]]]], limit_gbps: float | None) -> str:
     from matplotlib import rc_context
     from matplotlib.ticker import FuncFormatter
 
@@ -111,7 +116,7 @@ def _draw_busbw(series, limit_gbps):
         return _svg(figure)
 
 
-def _draw_loss(points, resumed_at):
+def _draw_loss(points: Sequence[Sequence[float]], resumed_at: int | None) -> str:
     from matplotlib import rc_context
 
     with rc_context(RC):
@@ -128,7 +133,7 @@ def _draw_loss(points, resumed_at):
         return _svg(figure)
 
 
-def _draw_steps(series, marks):
+def _draw_steps(series: Sequence[Sequence[Any]], marks: Iterable[Sequence[Any]]) -> str:
     from matplotlib import rc_context
 
     with rc_context(RC):
@@ -153,7 +158,7 @@ def _draw_steps(series, marks):
         return _svg(figure)
 
 
-def _draw_perf(series):
+def _draw_perf(series: Sequence[Sequence[Any]]) -> str:
     from matplotlib import rc_context
 
     gpus = any(point[3] is not None for _node, points in series for point in points)
@@ -184,7 +189,7 @@ def _draw_perf(series):
         return _svg(figure)
 
 
-def _draw_scale(points, unit):
+def _draw_scale(points: Sequence[Sequence[float]], unit: str) -> str:
     from matplotlib import rc_context
 
     with rc_context(RC):
@@ -205,7 +210,7 @@ def _draw_scale(points, unit):
         return _svg(figure)
 
 
-def scale(cache, rows):
+def scale(cache: Cache, rows: list[dict[str, Any]]) -> str | None:
     """train_action=scale's throughput against the nodes, with the line of linear scaling from the smallest size:
     samples per second where every measured size has them, else steps per second times the nodes (each node's share of
     the work per step being the same). rows: jobs.scale_table's. None with fewer than two measured sizes."""
@@ -219,7 +224,7 @@ def scale(cache, rows):
     return cache.get(["scale", points, unit], lambda: _draw_scale(points, unit))
 
 
-def busbw(cache, series, limit_gbps=None):
+def busbw(cache: Cache, series: Iterable[tuple[str, Sequence[Sequence[float]]]], limit_gbps: float | None = None) -> str | None:
     """busbw (GB/s) against message size (bytes, log scale) for each run of a rung, and the link's limit when known.
 
     series: [(name, [[size, busbw_gbps]])]. Returns the SVG text, or None without a point or without matplotlib.
@@ -230,7 +235,7 @@ def busbw(cache, series, limit_gbps=None):
     return cache.get(["busbw", series, limit_gbps], lambda: _draw_busbw(series, limit_gbps))
 
 
-def loss(cache, points, resumed_at=None):
+def loss(cache: Cache, points: Sequence[Sequence[float]] | None, resumed_at: int | None = None) -> str | None:
     """Training loss by step; a vertical line where the run resumed from its checkpoint. None without points."""
     if not points or available():
         return None
@@ -242,7 +247,7 @@ def _windows(series: list) -> int:
     return max((sum(1 for point in points if any(value is not None for value in point[1:])) for _node, points in series), default=0)
 
 
-def perf(cache, series):
+def perf(cache: Cache, series: Sequence[Sequence[Any]]) -> str | None:
     """Where each node's ranks spend their time, window by window: the busy share (a straggler's stays on top) and, where
     stacks were read, the share waiting in collectives (dashed); the GPUs' utilization below where read.
 
@@ -264,7 +269,7 @@ def perf_short(series: list) -> str | None:
     return "not enough windows yet to draw (%d of the %d needed)" % (windows, MIN_WINDOWS)
 
 
-def steps(cache, series, marks=()):
+def steps(cache: Cache, series: Sequence[Sequence[Any]], marks: Iterable[Sequence[Any]] = ()) -> str | None:
     """A job's step against time, one line per node, a dashed vertical line at each stall and restart.
 
     series: [[node, [[seconds, step]]]]; marks: [[seconds, label]]. Returns the SVG text, or None without a point or

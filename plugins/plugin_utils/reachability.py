@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+from typing import Any
 
-def summarize(results_by_source, nodes, arrow="->"):
+
+def summarize(results_by_source: dict[str, list[dict[str, Any]] | None], nodes: list[str], arrow: str = "->") -> dict[str, Any]:
     """Summarize probes run from every node.
 
     results_by_source: {source node: [{"target", "via", "ok", "error", ...}]} or {source: None} when the
@@ -15,14 +17,17 @@ def summarize(results_by_source, nodes, arrow="->"):
     Returns {ok, probes, failures: [{from, to, via, error}], messages, headers, rows, local}; `local` counts the
     probes checked on the source without a connection (results with checked == "local").
     """
-    failures, messages, rows, probes, local = [], [], [], 0, 0
+    failures: list[dict[str, Any]] = []
+    messages: list[str] = []
+    rows: list[list[str]] = []
+    probes = local = 0
     for source in nodes:
         results = results_by_source.get(source)
         if results is None:
             messages.append("%s: not checked (the controller could not run the probes there)" % source)
             rows.append([source] + ["?"] * len(nodes))
             continue
-        by_target = {}
+        by_target: dict[str, list[dict[str, Any]]] = {}
         for result in results:
             probes += 1
             local += result.get("checked") == "local"
@@ -42,7 +47,7 @@ def summarize(results_by_source, nodes, arrow="->"):
     }
 
 
-def _cell(source, target, results):
+def _cell(source: str, target: str, results: list[dict[str, Any]] | None) -> str:
     if source == target:
         return "-"
     if not results:

@@ -10,6 +10,7 @@ import datetime
 import glob
 import json
 import os
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
@@ -17,7 +18,7 @@ from ansible_collections.trainops.cluster.plugins.plugin_utils import cluster_pa
 from ansible_collections.trainops.cluster.plugins.plugin_utils import plots
 
 
-def _load(path):
+def _load(path: str) -> tuple[Any, str]:
     """A report and when it was written (UTC, as text)."""
     with open(path) as handle:
         report = json.load(handle)
@@ -25,10 +26,12 @@ def _load(path):
     return report, stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def read_reports(reports_dir):
+def read_reports(reports_dir: str) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """({stage: parsed report or None}, {stage: when written, UTC}, [problems]) for the stages of cluster_page.STAGES
     and the reports of cluster_page.EXTRAS."""
-    reports, made, problems = {}, {}, []
+    reports: dict[str, Any] = {}
+    made: dict[str, str] = {}
+    problems: list[str] = []
     for key, name in [(key, name) for key, name, _title in cluster_page.STAGES] + list(cluster_page.EXTRAS):
         reports[key] = None
         try:
@@ -40,10 +43,12 @@ def read_reports(reports_dir):
     return reports, made, problems
 
 
-def read_job_reports(reports_dir):
+def read_job_reports(reports_dir: str) -> tuple[dict[str, Any], dict[str, str], list[str]]:
     """({job: its status report}, {job: when written, UTC}, [problems]) for every train-<job>.json (roles/train's
     train_report), in the order of the files' names."""
-    reports, made, problems = {}, {}, []
+    reports: dict[str, Any] = {}
+    made: dict[str, str] = {}
+    problems: list[str] = []
     for name in sorted(glob.glob("train-*.json", root_dir=reports_dir)):
         job = name[len("train-"):-len(".json")]
         try:
@@ -55,7 +60,7 @@ def read_job_reports(reports_dir):
     return reports, made, problems
 
 
-def draw(model, cache):
+def draw(model: dict[str, Any], cache: plots.Cache) -> dict[str, Any]:
     """The SVG plots of the page: {"rungs": [svg or None per ladder rung], "loss": svg or None (the torchrun rung's),
     "jobs": [{"steps", "loss", "scale", "perf": svg or None, "perf_short": the line shown in place of a time plot with
     too few windows, or None} per job]}."""
@@ -72,7 +77,7 @@ def draw(model, cache):
     return {"rungs": rungs, "loss": loss, "jobs": jobs}
 
 
-def build(reports_dir, template, title, now=None):
+def build(reports_dir: str, template: str, title: str, now: datetime.datetime | None = None) -> tuple[str, Any]:
     """The page's HTML and its model's verdict. template: the path of the page's Jinja2 template. The plots are kept
     in reports_dir/.plots between builds (plots.Cache)."""
     reports, made, problems = read_reports(reports_dir)

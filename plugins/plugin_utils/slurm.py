@@ -9,6 +9,7 @@ Pure functions: the doctor, the slurm role and train.yml's pre-flight use them.
 from __future__ import annotations
 
 import re
+from typing import Any, Iterable
 
 # scontrol's node states: a base state, then flags joined by "+" (IDLE+DRAIN, DOWN+NOT_RESPONDING). A node in any of
 # these takes no new work; DRAIN on an allocated node is DRAINING (its jobs finish, no new ones start).
@@ -21,21 +22,22 @@ _PAIR_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_/:.]*)=(.*?)(?=\s[A-Za-z][A-
 _NULL = ("(null)", "")
 
 
-def parse_show_node(text):
+def parse_show_node(text: str | None) -> dict[str, dict[str, str | None]]:
     """`scontrol --oneliner show node` (one node a line) -> {node name: {key: value}}; "(null)" values become None."""
-    nodes = {}
+    nodes: dict[str, dict[str, str | None]] = {}
     for line in (text or "").splitlines():
         # Reason comes last and is free text ("Node unexpectedly rebooted boot_time=... last response=..."): all of it.
         line, _sep, reason = line.partition(" Reason=")
-        pairs = dict((key, None if value.strip() in _NULL else value.strip()) for key, value in _PAIR_RE.findall(line))
+        pairs: dict[str, str | None] = dict((key, None if value.strip() in _NULL else value.strip()) for key, value in _PAIR_RE.findall(line))
         if _sep:
             pairs["Reason"] = None if reason.strip() in _NULL else reason.strip()
-        if pairs.get("NodeName"):
-            nodes[pairs["NodeName"]] = pairs
+        name = pairs.get("NodeName")
+        if name:
+            nodes[name] = pairs
     return nodes
 
 
-def state_flags(state):
+def state_flags(state: str | None) -> list[str]:
     """"IDLE+DRAIN" -> ["IDLE", "DRAIN"]; a trailing "*" (not responding, in sinfo's style) -> NOT_RESPONDING."""
     state = (state or "UNKNOWN").upper()
     flags = [flag for flag in state.rstrip("*").split("+") if flag]
@@ -44,7 +46,7 @@ def state_flags(state):
     return flags
 
 
-def unavailable(node):
+def unavailable(node: dict[str, str | None]) -> str | None:
     """Why Slurm gives this node (a parse_show_node record) no work, or None when it can run a step now."""
     flags = state_flags(node.get("State"))
     bad = [flag for flag in flags if flag in UNAVAILABLE]
@@ -54,7 +56,7 @@ def unavailable(node):
     return "%s in Slurm%s" % ("+".join(flags), " (reason: %s)" % reason if reason else "")
 
 
-def gres_gpus(gres):
+def gres_gpus(gres: str | None) -> int:
     """The GPU count of a node's Gres ("gpu:8", "gpu:h200:8(S:0-1)", "gpu:2,shard:4") -> 8; None gres -> 0."""
     total = 0
     for item in (gres or "").split(","):
@@ -64,14 +66,15 @@ def gres_gpus(gres):
     return total
 
 
-def check_nodes(nodes, shown, cluster_ips, gpus, munge):
+def check_nodes(nodes: list[str], shown: dict[str, dict[str, str | None]], cluster_ips: dict[str, str], gpus: dict[str, int | None],
+                munge: dict[str, str | None]) -> list[tuple[str, str, str]]:
     """What stops Slurm from running a job on every node, one problem per node and cause.
 
     nodes: the cluster's nodes in order; shown: parse_show_node() of the controller's view; cluster_ips: {node:
     cluster_ip}; gpus: {node: GPUs the node's facts found}; munge: {node: checksum of its munge key, None if absent};
     the key most nodes hold is the reference (the first node's on a tie). Returns [(node, problem, fix)].
     """
-    problems = []
+    problems: list[tuple[str, str, str]] = []
     keys = [munge[node] for node in nodes if munge.get(node)]
     reference = max(keys, key=keys.count) if keys else None
     holder = next((node for node in nodes if munge.get(node) == reference), None)
@@ -103,7 +106,8 @@ def check_nodes(nodes, shown, cluster_ips, gpus, munge):
     return problems
 
 
-def check_records(records, shown, gpus, munge):
+def check_records(records: Iterable[dict[str, Any]], shown: dict[str, dict[str, str | None]], gpus: dict[str, int | None],
+                  munge: dict[str, str | None]) -> list[tuple[str, str, str]]:
     """check_nodes() for the cluster's node records (inventory.node_records: Slurm knows each node by its short
     name) and parse_show_node()'s view, by Slurm's names."""
     records = list(records)
@@ -111,7 +115,7 @@ def check_records(records, shown, gpus, munge):
     return check_nodes([r["host"] for r in records], by_host, dict((r["host"], r["cluster_ip"]) for r in records), gpus, munge)
 
 
-def job_state(squeue_line):
+def job_state(squeue_line: str | None) -> dict[str, str | None]:
     """One `squeue --noheader --format=%i|%T|%S|%N|%r` line (or nothing) -> the job's state as the train role reads a
     node's unit: {ActiveState, SlurmJobId, SlurmState, ExecMainStartTimestamp, SlurmNodes, SlurmReason}."""
     line = (squeue_line or "").strip().splitlines()
@@ -125,14 +129,14 @@ def job_state(squeue_line):
             "SlurmReason": reason if reason not in ("None", "") else None}
 
 
-def cpu_layout(facts):
+def cpu_layout(facts: dict[str, Any] | None) -> dict[str, int]:
     """A node's CPUs for its slurm.conf line, from Ansible's hardware facts: {CPUs, Sockets, CoresPerSocket,
     ThreadsPerCore}, or {CPUs} alone where the layout does not multiply to the CPU count (cpuinfo without physical
     ids, as on some ARM servers): with CPUs alone Slurm takes every CPU for a socket of one core, which is still
     schedulable, while a layout unlike the node's drains it."""
     facts = facts or {}
     cpus = int(facts.get("processor_vcpus") or 0)
-    layout = [facts.get(key) for key in ("processor_count", "processor_cores", "processor_threads_per_core")]
+    layout: list[Any] = [facts.get(key) for key in ("processor_count", "processor_cores", "processor_threads_per_core")]
     if not all(isinstance(value, int) and value > 0 for value in layout) or layout[0] * layout[1] * layout[2] != cpus:
         return {"CPUs": cpus}
     return {"CPUs": cpus, "Sockets": layout[0], "CoresPerSocket": layout[1], "ThreadsPerCore": layout[2]}

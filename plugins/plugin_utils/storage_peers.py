@@ -26,7 +26,7 @@ def slower_than_peers(reads: dict, fraction: float, path: str, server: str | Non
     at least MIN_SECONDS and reached more than `fraction` less than the median of the other nodes' MB/s (at least
     MIN_PEERS of them), `server` (the NFS server node, which reads its own disk) left out."""
     judged = {node: read for node, read in reads.items() if read and read.get("mbps") is not None and node != server}
-    out = {}
+    out: dict[str, str] = {}
     for node, read in sorted(judged.items()):
         peers = [other for other in judged if other != node]
         mbps = float(read["mbps"])

@@ -5,17 +5,20 @@
 
 from __future__ import annotations
 
+from typing import Iterable, Sequence
 
-def cell_text(value):
+
+def cell_text(value: object) -> str:
     # A newline inside a cell would break the grid.
     return " ".join(str(value).splitlines())
 
 
-def grid_line(cells, widths):
+def grid_line(cells: Sequence[str], widths: Sequence[int]) -> str:
     return "| " + " | ".join(cell.ljust(width) for cell, width in zip(cells, widths)) + " |"
 
 
-def render_table(headers, rows, highlight=None, marker="*"):
+def render_table(headers: Sequence[object], rows: Sequence[Sequence[object]], highlight: Iterable[Iterable[int]] | None = None,
+                 marker: str = "*") -> str:
     """Plain fixed-width text table with a +---+ frame; every line has the same width.
 
     rows: list of lists of cells (anything, shown with str()); short rows are padded with empty cells.

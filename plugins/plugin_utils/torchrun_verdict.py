@@ -10,11 +10,13 @@ the torchrun rungs and train.yml's pre-flight judge the results here.
 from __future__ import annotations
 
 import re
+from typing import Any, Iterable, Mapping
 
 
-def _spans(numbers):
+def _spans(numbers: Iterable[int]) -> str:
     numbers = sorted(numbers)
-    spans, start = [], None
+    spans: list[str] = []
+    start: int | None = None
     for index, number in enumerate(numbers):
         if start is None:
             start = number
@@ -24,13 +26,14 @@ def _spans(numbers):
     return ",".join(spans)
 
 
-def launch_reasons(launches, nodes, master):
+def launch_reasons(launches: Mapping[str, dict[str, str] | None], nodes: list[str], master: str) -> list[str]:
     """What in the nodes' launch environments makes a rendezvous hang: [reason], naming the nodes.
 
     launches: {node: launch.env as read on that node, or None}; nodes: the NODE_RANK order (cluster_master first);
     master: "addr:port" every node must use (cluster_master's cluster_ip and cluster_master_port).
     """
-    reasons, by_rank = [], {}
+    reasons: list[str] = []
+    by_rank: dict[str | None, list[str]] = {}
     for node in nodes:
         env = launches.get(node)
         if env is None:
@@ -51,14 +54,14 @@ def launch_reasons(launches, nodes, master):
     return reasons
 
 
-def _probe_reason(node, probe):
+def _probe_reason(node: str, probe: dict[str, Any] | None) -> str | None:
     if not probe or probe.get("ok"):
         return None
     return "%s never reached %s:%s (MASTER_ADDR:MASTER_PORT): %s" % (
         node, probe.get("address"), probe.get("port"), probe.get("error") or "no answer")
 
 
-def _cleanup_text(cleanups):
+def _cleanup_text(cleanups: dict[str, Any]) -> str:
     """One phrase for what the cleanup found after the launch on each node."""
     found = ["%s (%s)" % (node, ", ".join(sorted({"%s %s" % (p["comm"], p["state"]) for p in c["found"]})))
              for node, c in cleanups.items() if c and c["found"]]
@@ -71,7 +74,7 @@ def _cleanup_text(cleanups):
     return "; ".join(parts)
 
 
-def run_reasons(results, nodes, master):
+def run_reasons(results: dict[str, Any], nodes: list[str], master: str) -> list[str]:
     """Why a launch on every node did not end well: [reason], naming who could not reach whom and who failed first.
 
     results: {node: torchrun_run result, or None where the module did not run}.
@@ -119,11 +122,11 @@ _OUR_SIGNAL_RE = re.compile(r'SignalException: Process \d+ got signal: 15\b')
 _HELD = {"stopped": "was stopped (SIGSTOP)", "traced": "was stopped by a debugger", "uninterruptible": "was stuck in the kernel (state D)"}
 
 
-def _without_our_signal(out):
+def _without_our_signal(out: dict[str, Any]) -> dict[str, Any]:
     return dict(out, errors=[e for e in out["errors"] if not _OUR_SIGNAL_RE.search(e)])
 
 
-def _held_reasons(results, nodes):
+def _held_reasons(results: dict[str, Any], nodes: list[str]) -> list[str]:
     """Processes the cleanup found stopped or stuck: the cause of a launch that waited until its limit or failed. After a
     launch that ended well everywhere they are no cause of anything: the container engine's own teardown is briefly in
     state D (unmounting the container's filesystem) when the cleanup looks."""
@@ -134,7 +137,7 @@ def _held_reasons(results, nodes):
         for node in nodes for p in ((results.get(node) or {}).get("cleanup") or {}).get("found", []) if p["state"] in _HELD]
 
 
-def _failure_reasons(parsed, nodes):
+def _failure_reasons(parsed: dict[str, dict[str, Any]], nodes: list[str]) -> list[str]:
     """torchrun's failure summaries: the ranks killed by a signal first (the cause), then the others' exit codes."""
     failures = [dict(f, node=node) for node, out in parsed.items() for f in out["failures"]]
     by_signal = [f for f in failures if f["signal"] or (f["exitcode"] is not None and f["exitcode"] < 0)]
@@ -153,15 +156,16 @@ def _failure_reasons(parsed, nodes):
     return reasons
 
 
-def records(results, event):
+def records(results: dict[str, Any], event: str) -> list[dict[str, Any]]:
     """Every node's records of one event, each with the node that printed it."""
     return [dict(record, node=node) for node, result in results.items() if result
             for record in result["parsed"]["records"] if record.get("event") == event]
 
 
-def expected_ranks(nodes, nproc):
+def expected_ranks(nodes: list[str], nproc: dict[str, Any]) -> dict[str, list[int]]:
     """{node: [global ranks]} as torchrun assigns them: node by node in NODE_RANK order, nproc[node] each (1 if unknown)."""
-    ranks, start = {}, 0
+    ranks: dict[str, list[int]] = {}
+    start = 0
     for node in nodes:
         count = int(nproc.get(node) or 1)
         ranks[node] = list(range(start, start + count))
@@ -169,9 +173,10 @@ def expected_ranks(nodes, nproc):
     return ranks
 
 
-def rank_reasons(found, placement):
+def rank_reasons(found: list[dict[str, Any]], placement: dict[str, list[int]]) -> list[str]:
     """Ranks that are missing, doubled or on another node than their NODE_RANK puts them."""
-    reasons, seen = [], {}
+    reasons: list[str] = []
+    seen: dict[int, list[str]] = {}
     for record in found:
         seen.setdefault(record["rank"], []).append(record["node"])
     for node, ranks in placement.items():
@@ -184,7 +189,7 @@ def rank_reasons(found, placement):
     return reasons
 
 
-def _interfaces(result, found):
+def _interfaces(result: dict[str, Any] | None, found: list[dict[str, Any]]) -> list[str]:
     """The interfaces a node's ranks used: NCCL's own log where it ran with NCCL_DEBUG=INFO, else the launch variable."""
     logged = ((result or {}).get("nccl_debug") or {}).get("socket_interfaces") or []
     if logged:
@@ -192,12 +197,12 @@ def _interfaces(result, found):
     return sorted({r["interface"] for r in found if r.get("interface")})
 
 
-def nccl_reasons(found, nodes, built_for):
+def nccl_reasons(found: list[dict[str, Any]], nodes: list[str], built_for: dict[str, str | None] | None) -> list[str]:
     """Ranks that loaded different NCCLs, or another than torch's own (the version field reports blame for hangs).
 
     built_for: {node: the version of torch's own NCCL there (its pip package), or None where not known}.
     """
-    loaded = {}
+    loaded: dict[str, set[str]] = {}
     for record in found:
         if record.get("nccl"):
             loaded.setdefault(record["node"], set()).add(record["nccl"])
@@ -215,7 +220,8 @@ def nccl_reasons(found, nodes, built_for):
     return reasons
 
 
-def judge_allreduce(results, nodes, nproc, gpus, master, built_for=None):
+def judge_allreduce(results: dict[str, Any], nodes: list[str], nproc: dict[str, Any], gpus: dict[str, Any],
+                    master: str, built_for: dict[str, str | None] | None = None) -> dict[str, Any]:
     """Verdict of the torchrun all-reduce rung from every node's torchrun_run result.
 
     nproc: {node: processes}; gpus: {node: GPU count from the facts} (NCCL expected where > 0, Gloo elsewhere);
@@ -255,11 +261,12 @@ def judge_allreduce(results, nodes, nproc, gpus, master, built_for=None):
     }
 
 
-def _losses(results):
+def _losses(results: dict[str, Any]) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in sorted(records(results, "step"), key=lambda r: r["step"])]
 
 
-def training_reasons(first, resumed, nodes, world, settings):
+def training_reasons(first: dict[str, Any], resumed: dict[str, Any], nodes: list[str], world: int,
+                     settings: dict[str, Any]) -> list[str]:
     """What the two launches of the training run proved wrong: loss, parameters, checkpoint, resume."""
     reasons = []
     losses = _losses(first) + _losses(resumed)
@@ -295,11 +302,12 @@ def training_reasons(first, resumed, nodes, world, settings):
     return reasons
 
 
-def _resume_reasons(resumed, stop_at, tolerance):
-    back = records(resumed, "resumed")
-    if not back:
+def _resume_reasons(resumed: dict[str, Any], stop_at: int, tolerance: float) -> list[str]:
+    found = records(resumed, "resumed")
+    if not found:
         return ["the second launch did not resume from a checkpoint"]
-    back, reasons = back[0], []
+    back = found[0]
+    reasons: list[str] = []
     if back["step"] != stop_at:
         reasons.append("resumed from step %s, the last checkpoint was step %d" % (back["step"], stop_at))
     if abs(back["eval_loss"] - back["stored_eval_loss"]) > tolerance * max(1.0, abs(back["stored_eval_loss"])):
@@ -311,14 +319,14 @@ def _resume_reasons(resumed, stop_at, tolerance):
     return reasons
 
 
-def blocked(nodes, failed_before, found_rc, executable, where):
+def blocked(nodes: list[str], failed_before: list[str], found_rc: dict[str, int | None], executable: str, where: str) -> dict[str, Any] | None:
     """The verdict of rungs that cannot run, or None: an earlier rung failed (skipped), no node has torchrun where the
     launch runs (skipped, saying so), or some nodes lack it (failed, naming them).
 
     found_rc: {node: rc of looking for the executable, None where it was not looked for}; where: "in training_image X"
     or "on the hosts (no training_image)".
     """
-    verdict = {"rung": "torchrun", "label": "torchrun all-reduce", "passed": None, "reasons": [], "skipped": None}
+    verdict: dict[str, Any] = {"rung": "torchrun", "label": "torchrun all-reduce", "passed": None, "reasons": [], "skipped": None}
     missing = [n for n in nodes if found_rc.get(n) not in (None, 0)]
     if failed_before:
         return dict(verdict, skipped="not run: %s failed" % ", ".join(failed_before))
@@ -329,11 +337,12 @@ def blocked(nodes, failed_before, found_rc, executable, where):
     return None
 
 
-def _launch_failed(results, nodes):
+def _launch_failed(results: dict[str, Any], nodes: list[str]) -> bool:
     return not all(results.get(n) and results[n]["rc"] == 0 and not results[n]["timed_out"] for n in nodes)
 
 
-def judge_training(first, resumed, nodes, nproc, master, settings):
+def judge_training(first: dict[str, Any], resumed: dict[str, Any], nodes: list[str],
+                   nproc: dict[str, Any], master: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Verdict of the training rung: a first launch that stops at settings.stop_at, and a launch that resumes.
 
     first, resumed: {node: torchrun_run result, or None}; settings: {steps, stop_at, min_loss_drop, resume_tolerance}.
@@ -358,7 +367,7 @@ def judge_training(first, resumed, nodes, nproc, master, settings):
     }
 
 
-def report_rows(verdicts):
+def report_rows(verdicts: list[dict[str, Any]]) -> list[list[str]]:
     """One table row per rung: rung, world size, backend, interfaces, rendezvous s, busbw, loss, verdict, reasons."""
     rows = []
     for verdict in verdicts:

@@ -11,6 +11,7 @@ Node side: shipped to the nodes inside the module that imports it (allreduce_run
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.mpi_output import _lines
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_json import int_or_none
@@ -20,7 +21,7 @@ from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_t
 _CPU_REQUIRED = ('rank', 'size', 'host', 'bytes', 'seconds', 'wrong')
 
 
-def parse_cpu_allreduce(text):
+def parse_cpu_allreduce(text: str | None) -> dict[str, Any]:
     """Output of the CPU rung program -> rung result, the same shape as parse_perf_output().
 
     Protocol: the program runs under `mpirun --tag-output` (tags optional) and writes JSON objects, one per line,
@@ -43,9 +44,9 @@ def parse_cpu_allreduce(text):
     result = _new_result('cpu_allreduce')
     result['collective'] = 'all_reduce'
     lines = _lines(text)
-    world_sizes = set()
-    ranks = {}
-    measured = {}
+    world_sizes: set[int] = set()
+    ranks: dict[int, dict[str, Any]] = {}
+    measured: dict[tuple[int, str, str, bool], dict[int, dict[str, Any]]] = {}
     for line in lines:
         stripped = line.strip()
         if not stripped.startswith('{'):
@@ -63,14 +64,15 @@ def parse_cpu_allreduce(text):
     nranks = max(world_sizes) if world_sizes else None
     result['ranks'] = [ranks[rank] for rank in sorted(ranks)]
     complete = bool(measured) and nranks is not None
-    busbws = []
+    busbws: list[float] = []
     for key in sorted(measured):
         by_rank = measured[key]
-        complete = complete and sorted(by_rank) == list(range(nranks))
+        # (complete is False where nranks is None)
+        complete = complete and sorted(by_rank) == list(range(nranks or 0))
         row = _cpu_row(key, by_rank, nranks)
         busbws.extend(side['busbw'] for side in (row['out_of_place'], row['in_place']) if side and side['busbw'] is not None)
         _merge_row(result['rows'], row)
-    result['complete'] = complete and sorted(ranks) == list(range(nranks))
+    result['complete'] = complete and sorted(ranks) == list(range(nranks or 0))
     _finish_rows(result)
     sides = [side for row in result['rows'] for side in (row['out_of_place'], row['in_place']) if side]
     result['out_of_bounds'] = len([side for side in sides if side['wrong']])
@@ -82,7 +84,8 @@ def parse_cpu_allreduce(text):
     return result
 
 
-def _cpu_record(record, result, world_sizes, ranks, measured):
+def _cpu_record(record: dict[str, Any], result: dict[str, Any], world_sizes: set[int], ranks: dict[int, dict[str, Any]],
+                measured: dict[tuple[int, str, str, bool], dict[int, dict[str, Any]]]) -> None:
     try:
         rank = int(record['rank'])
         if record.get('size') is not None:
@@ -107,7 +110,7 @@ def _cpu_record(record, result, world_sizes, ranks, measured):
         result['errors'].append('rank %d: result line with a non-numeric field: %s' % (rank, json.dumps(record)[:200]))
 
 
-def _cpu_row(key, by_rank, nranks):
+def _cpu_row(key: tuple[int, str, str, bool], by_rank: dict[int, dict[str, Any]], nranks: int | None) -> dict[str, Any]:
     size, dtype, op, in_place = key
     seconds = max(entry['seconds'] for entry in by_rank.values())
     algbw = size / 1e9 / seconds if seconds > 0 else None
@@ -119,7 +122,7 @@ def _cpu_row(key, by_rank, nranks):
             'out_of_place': None if in_place else side, 'in_place': side if in_place else None}
 
 
-def _merge_row(rows, row):
+def _merge_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> None:
     """An in-place and an out-of-place line of one size make one row, as in nccl-tests."""
     for existing in rows:
         if (existing['size'], existing['type'], existing['redop']) == (row['size'], row['type'], row['redop']):

@@ -25,7 +25,7 @@ _MPI_TIMESTAMP_ONLY_RE = re.compile(r'^%s<(stdout|stderr|stddiag)>:' % _CTIME)
 _SRUN_LABEL_RE = re.compile(r'^ *(\d+): ')
 
 
-def strip_mpi_tags(text):
+def strip_mpi_tags(text: str | None) -> list[tuple[int | None, str | None, str]]:
     """Open MPI or Slurm output -> [(rank or None, stream or None, line)] in order.
 
     Handles `--tag-output` ("[1,3]<stderr>:text"), `--tag-output --timestamp-output` (ctime before the tag),
@@ -35,8 +35,8 @@ def strip_mpi_tags(text):
     possibly after another rank's text: the pieces are joined per rank and stream, and the line is emitted when it
     ends.
     """
-    out = []
-    pending = {}
+    out: list[tuple[int | None, str | None, str]] = []
+    pending: dict[tuple[int, str], str] = {}
     for raw in (text or '').splitlines():
         label = _SRUN_LABEL_RE.match(raw)
         if label:
@@ -65,5 +65,5 @@ def strip_mpi_tags(text):
     return out
 
 
-def _lines(text):
+def _lines(text: str | None) -> list[str]:
     return [line for _rank, _stream, line in strip_mpi_tags(text)]

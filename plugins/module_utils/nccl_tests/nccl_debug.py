@@ -13,6 +13,7 @@ runner (roles/train/files/trainops_job links this file).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from .mpi_output import _lines
 
@@ -31,7 +32,7 @@ _NNODES_RE = re.compile(r'^comm \S+ rank \d+ nRanks \d+ nNodes (\d+)')
 _LOADED_PLUGIN_RE = re.compile(r'Loaded net plugin (.+?)(?: \(v\d+\))?\s*$')
 
 
-def _transport_name(via):
+def _transport_name(via: re.Match[str]) -> str:
     """'via' part of a connection line -> 'NET/IB', 'NET/Socket', 'P2P/CUMEM', 'P2P/direct', 'SHM', 'CollNet'."""
     if via.group('net'):
         return 'CollNet' if via.group('net') == 'COLLNET' else 'NET/' + via.group('name')
@@ -41,7 +42,7 @@ def _transport_name(via):
     return parts[0]
 
 
-def parse_nccl_debug(text):
+def parse_nccl_debug(text: str | None) -> dict[str, Any]:
     """NCCL_DEBUG=INFO log (alone, or mixed into any output, tagged by mpirun or not) -> what NCCL found and used.
 
     Returns {nccl_version ("2.28.9"), nccl_cuda ("13.0"), hosts (sorted), transports (sorted distinct: from the
@@ -56,7 +57,7 @@ def parse_nccl_debug(text):
     "Using network Socket" alone does not mean traffic went over sockets: a single-node run chooses a network too.
     Only the connection lines say which transport carried data.
     """
-    info = {
+    info: dict[str, Any] = {
         'nccl_version': None, 'nccl_cuda': None, 'hosts': set(), 'transports': set(), 'transports_by_host': {},
         'networks': [], 'channels': None, 'nvls_channels': None, 'socket_interfaces': [], 'bootstrap_interfaces': [],
         'ib_devices': [], 'ib_devices_by_host': {}, 'ib_no_device': False, 'ib_no_device_hosts': set(),
@@ -64,7 +65,7 @@ def parse_nccl_debug(text):
         'nnodes': None,
     }
     rings = None
-    comms = {}
+    comms: dict[str, dict[int, dict[str, Any]]] = {}
     for line in _lines(text):
         version = _NCCL_VERSION_RE.search(line)
         if version and info['nccl_version'] is None:
@@ -96,13 +97,13 @@ def parse_nccl_debug(text):
     return _finish_debug(info)
 
 
-def _append_new(items, values):
+def _append_new(items: list[str], values: list[str]) -> None:
     for value in values:
         if value not in items:
             items.append(value)
 
 
-def _parse_nccl_info(host, pid, msg, info, comms):
+def _parse_nccl_info(host: str, pid: int, msg: str, info: dict[str, Any], comms: dict[str, dict[int, dict[str, Any]]]) -> None:
     channels = _COLL_CHANNELS_RE.match(msg)
     comm_init = _COMM_INIT_RE.match(msg)
     nnodes = _NNODES_RE.match(msg)
@@ -147,7 +148,7 @@ def _parse_nccl_info(host, pid, msg, info, comms):
         _append_new(info['bootstrap_interfaces'], msg.split('Using', 1)[1].split())
 
 
-def _finish_debug(info):
+def _finish_debug(info: dict[str, Any]) -> dict[str, Any]:
     info['hosts'] = sorted(info['hosts'])
     info['transports'] = sorted(info['transports'])
     info['transports_by_host'] = {host: sorted(names) for host, names in sorted(info['transports_by_host'].items())}

@@ -16,12 +16,12 @@ import re
 _JSON_OPTION_RE = re.compile(r'-J,\s*--output_file\b')
 
 
-def help_supports_json(text):
+def help_supports_json(text: str | None) -> bool:
     """``all_reduce_perf -h`` output -> whether the binary takes ``-J <file>`` (results as JSON)."""
     return bool(_JSON_OPTION_RE.search(text or ''))
 
 
-def help_problem(rc, output, timed_out, timeout):
+def help_problem(rc: int, output: str | None, timed_out: bool, timeout: float) -> str | None:
     """Result of ``all_reduce_perf -h`` -> None when the binary ran, else why not, in one line.
 
     nccl-tests prints its usage and returns 0 for -h, before it starts MPI or CUDA; 1 is taken as fine too. Anything

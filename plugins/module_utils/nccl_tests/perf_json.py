@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from ansible_collections.trainops.cluster.plugins.module_utils.comm import nccl_version_from_code
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_text import _collective, _finish_rows, _new_result
 
 
-def _json_close_truncated(text):
+def _json_close_truncated(text: str) -> Any:
     """Parse JSON cut short: nccl-tests writes its file as the run goes, so a killed run leaves it unclosed.
 
     Cuts back to the last point where a value ended (after a comma's predecessor, an opening or a closing bracket)
     and closes what is open there. Returns None when even that does not parse.
     """
-    closers = []
+    closers: list[str] = []
     in_string = escaped = False
-    cut = None
+    cut: tuple[int, str] | None = None
     for index, char in enumerate(text):
         if in_string:
             if escaped:
@@ -54,14 +55,14 @@ def _json_close_truncated(text):
         return None
 
 
-def _json_number(value):
+def _json_number(value: object) -> float | None:
     """JSON number, or nccl-tests' "nan" string -> float or None."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return None if math.isnan(value) else float(value)
     return None
 
 
-def _json_side(side):
+def _json_side(side: object) -> dict[str, Any] | None:
     # A side cut off by a truncated file has no bandwidth yet: treat it as not measured.
     if not isinstance(side, dict) or 'bus_bw' not in side:
         return None
@@ -74,12 +75,12 @@ def _json_side(side):
     }
 
 
-def _json_per_iter(side, stats):
+def _json_per_iter(side: dict[str, Any] | None, stats: object) -> None:
     if side is not None and isinstance(stats, dict):
         side['per_iter'] = {key: _json_number(stats.get(key)) for key in ('min_us', 'max_us', 'p99_us', 'cv_pct')}
 
 
-def int_or_none(value):
+def int_or_none(value: Any) -> int | None:
     """An integer from JSON or facts (a number or its text), None for anything else; the CPU rung and the bandwidth
     model read their numbers with it too."""
     try:
@@ -88,7 +89,7 @@ def int_or_none(value):
         return None
 
 
-def parse_perf_json(text):
+def parse_perf_json(text: str | None) -> dict[str, Any]:
     """JSON file of nccl-tests >= 2.19 (`-J FILE.json` / `--output_file FILE.json`, format "version": 3) -> rung result.
 
     Same shape as parse_perf_output(). What the file does not hold stays None: version (only the NCCL version code
@@ -117,7 +118,7 @@ def parse_perf_json(text):
         result['nccl_library'] = nccl_version_from_code(doc['nccl_version'])
     args = doc.get('args') or []
     result['collective'] = _collective(args[0]) if args else None
-    config = doc.get('config') if isinstance(doc.get('config'), dict) else {}
+    config: dict[str, Any] = doc['config'] if isinstance(doc.get('config'), dict) else {}
     step_factor = config.get('step_factor')
     result['params'] = {
         'nthreads': int_or_none(config.get('nthreads')),
@@ -163,7 +164,7 @@ def parse_perf_json(text):
     return result
 
 
-def _json_row(entry):
+def _json_row(entry: object) -> dict[str, Any] | None:
     if not isinstance(entry, dict) or int_or_none(entry.get('size')) is None:
         return None
     out_of_place = _json_side(entry.get('out_of_place'))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import posixpath
 import re
+from typing import Any
 
 from ansible_collections.trainops.cluster.plugins.module_utils.comm import nccl_version_from_code
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.mpi_output import _lines
@@ -52,7 +53,7 @@ _RECEIVED_SIGNAL_RE = re.compile(r'^\[([^:\]\s]+):(\d+)\] \*\*\* Process receive
 _SIGNAL_RE = re.compile(r'^\[([^:\]\s]+):(\d+)\] Signal: (.*?) \((\d+)\)')
 
 
-def _new_result(source):
+def _new_result(source: str) -> dict[str, Any]:
     return {
         'source': source,
         'version': None,
@@ -73,26 +74,26 @@ def _new_result(source):
     }
 
 
-def _collective(program):
+def _collective(program: str | None) -> str | None:
     """'/opt/nccl-tests/build/all_reduce_perf_mpi' -> 'all_reduce'."""
     name = posixpath.basename(program or '')
     match = re.match(r'(\w+?)_perf', name)
     return match.group(1) if match else (name or None)
 
 
-def _task_ranks(spec):
+def _task_ranks(spec: str) -> list[int]:
     """srun's task list "0-1,4" -> [0, 1, 4]."""
-    ranks = []
+    ranks: list[int] = []
     for part in spec.split(','):
         first, _sep, last = part.partition('-')
         ranks.extend(range(int(first), int(last or first) + 1))
     return ranks
 
 
-def _scan_failures(lines, result):
+def _scan_failures(lines: list[str], result: dict[str, Any]) -> None:
     """Fill result['errors'] with failure lines and result['failed_processes'] with what mpirun or srun says of them."""
     failed = result['failed_processes']
-    awaiting_exit_code = None
+    awaiting_exit_code: dict[str, Any] | None = None
     for line in lines:
         stripped = line.strip()
         if _ERROR_RE.search(stripped):
@@ -128,13 +129,13 @@ def _scan_failures(lines, result):
             awaiting_exit_code = None
 
 
-def _number(token):
+def _number(token: str) -> float | None:
     """nccl-tests number ('12479.3', '1.2e+03') -> float; 'nan' -> None. Raises ValueError on anything else."""
     value = float(token)
     return None if math.isnan(value) else value
 
 
-def _wrong(token):
+def _wrong(token: str | None) -> int | None:
     """#wrong column ('%6g' of a count, or N/A when run with -c 0) -> int or None."""
     if token is None or token == 'N/A':
         return None
@@ -142,15 +143,15 @@ def _wrong(token):
     return None if value is None else int(value)
 
 
-def _measurement(tokens):
-    side = {'time_us': _number(tokens[0]), 'algbw': _number(tokens[1]), 'busbw': _number(tokens[2]), 'wrong': _wrong(tokens[3])}
+def _measurement(tokens: list[str]) -> dict[str, Any]:
+    side: dict[str, Any] = {'time_us': _number(tokens[0]), 'algbw': _number(tokens[1]), 'busbw': _number(tokens[2]), 'wrong': _wrong(tokens[3])}
     if len(tokens) == 8:
         side['per_iter'] = {'min_us': _number(tokens[4]), 'max_us': _number(tokens[5]), 'p99_us': _number(tokens[6]),
                             'cv_pct': _number(tokens[7])}
     return side
 
 
-def _parse_row(line, per_iter):
+def _parse_row(line: str, per_iter: bool) -> dict[str, Any] | None:
     """One result line -> row dict, or None when the line is not a (whole) result line.
 
     A run killed between the out-of-place and the in-place half leaves a row with in_place None.
@@ -177,13 +178,13 @@ def _parse_row(line, per_iter):
     }
 
 
-def _finish_rows(result):
+def _finish_rows(result: dict[str, Any]) -> None:
     values = [side['wrong'] for row in result['rows'] for side in (row['out_of_place'], row['in_place'])
               if side is not None and side['wrong'] is not None]
     result['wrong_total'] = sum(values) if values else None
 
 
-def parse_perf_output(text):
+def parse_perf_output(text: str | None) -> dict[str, Any]:
     """nccl-tests text output (plain, from `mpirun --tag-output` or `srun --label`, NCCL INFO lines mixed in) -> rung result.
 
     version: nccl-tests version ("2.19.6"); nccl_library: NCCL version it ran with ("2.28.9"); collective:
@@ -216,7 +217,7 @@ def parse_perf_output(text):
     return result
 
 
-def _parse_comment(line, result):
+def _parse_comment(line: str, result: dict[str, Any]) -> None:
     params = result['params']
     version = _VERSION_RE.match(line)
     start = _START_RE.match(line)

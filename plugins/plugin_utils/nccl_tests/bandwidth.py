@@ -9,6 +9,8 @@ interface, between nodes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.trainops.cluster.plugins.module_utils.nccl_tests.perf_json import int_or_none
 
 # The share of a link's limit that a rung's busbw must reach where the user sets no verify_min_fraction, by the link's
@@ -23,13 +25,14 @@ DEFAULT_FRACTION = 0.5
 _PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 
-def pcie_gbps(gen, width):
+def pcie_gbps(gen: object, width: object) -> float | None:
     """A PCIe link's bytes per second each way (GB/s) at generation `gen` and `width` lanes, or None where unknown."""
-    gen, width = int_or_none(gen), int_or_none(width)
-    return round(_PCIE_GBPS_PER_LANE[gen] * width, 1) if gen in _PCIE_GBPS_PER_LANE and width else None
+    generation, lanes = int_or_none(gen), int_or_none(width)
+    per_lane = _PCIE_GBPS_PER_LANE.get(generation) if generation is not None else None
+    return round(per_lane * lanes, 1) if per_lane is not None and lanes else None
 
 
-def link_limit_gbps(gpu_facts, comm_facts, scope):
+def link_limit_gbps(gpu_facts: dict[str, Any] | None, comm_facts: dict[str, Any] | None, scope: str) -> dict[str, Any]:
     """Bandwidth a rung's busbw is measured against, in GB/s per direction like nccl-tests busbw.
 
     scope "gpu": one GPU, nothing crosses a link: limit None. scope "node": NVLink per GPU from
@@ -52,7 +55,7 @@ def link_limit_gbps(gpu_facts, comm_facts, scope):
     raise ValueError('scope must be gpu, node or multi_node, not %r' % (scope,))
 
 
-def _node_limit(gpu_facts):
+def _node_limit(gpu_facts: dict[str, Any]) -> dict[str, Any]:
     nvlink = gpu_facts.get('nvlink') or {}
     links = nvlink.get('links_per_gpu') or 0
     speed = nvlink.get('link_speed_gbps') or 0
@@ -68,7 +71,7 @@ def _node_limit(gpu_facts):
     return {'limit_gbps': None, 'basis': 'no NVLink or PCIe link facts for this node', 'kind': None}
 
 
-def _network_limit(comm_facts):
+def _network_limit(comm_facts: dict[str, Any]) -> dict[str, Any]:
     ports = [port for port in comm_facts.get('infiniband') or []
              if str(port.get('state') or '').rsplit(':', 1)[-1].strip().upper() == 'ACTIVE' and (port.get('rate_gbps') or 0) > 0]
     if ports:

@@ -70,7 +70,8 @@ def _pair_needs(pair: list, known: dict, nodes: list) -> tuple:
     """-> (runs still needed: each node of a failing pair with a node that passed elsewhere, {node: the runs that tell
     of it, [] where no sound node was free}) for a failing pair."""
     sound = [h for hosts, run in known.items() if run["passed"] for h in hosts]
-    needs, found = [], {}
+    needs: list[list[str]] = []
+    found: dict[str, list] = {}
     for node in pair:
         # A run without the pair's other node: one that passed clears this node, a pair that failed with a sound
         # peer accuses it (a larger run that failed accuses nobody in particular).
@@ -123,7 +124,8 @@ def _walk(nodes: list, known: dict) -> tuple:
 
 def _disjoint(runs: list) -> list:
     """The runs of one wave: none shares a node with one before it (the rest wait for the next round)."""
-    wave, used = [], set()
+    wave: list = []
+    used: set[str] = set()
     for hosts in runs:
         if not used & set(hosts):
             wave.append(hosts)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import posixpath
 import statistics
+from typing import Any, Sequence
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.bandwidth import DEFAULT_FRACTION, LINK_FRACTIONS, link_limit_gbps
 from ansible_collections.trainops.cluster.plugins.plugin_utils.nccl_tests.rung_verdict import busbw_curve, judge_rung
@@ -39,7 +40,7 @@ SCOPES = {"network": None, "gpus": None, "gpu": "gpu", "node": "node", "pairs": 
           "cpu": None}
 
 
-def pair_waves(nodes):
+def pair_waves(nodes: Sequence[str]) -> list[list[list[str]]]:
     """Disjoint pairs that can run at once: (1,2), (3,4) ...; an odd node out pairs with the first in a second wave."""
     waves = [[list(nodes[i:i + 2]) for i in range(0, len(nodes) - 1, 2)]]
     if len(nodes) % 2 and len(nodes) > 2:
@@ -47,7 +48,8 @@ def pair_waves(nodes):
     return [wave for wave in waves if wave]
 
 
-def gpu_shortfall(nodes, gpus, expect_gpus=None, gpu_facts=None):
+def gpu_shortfall(nodes: list[str], gpus: dict[str, int | None], expect_gpus: int | None = None,
+                  gpu_facts: dict[str, Any] | None = None) -> list[str]:
     """Why a GPU cluster is short of GPUs: one reason per node with fewer GPUs than expect_gpus, else than the most
     any node has ("node2 reports 0 GPUs, the others 8"), with gpu_facts' own reason where it gives one (the driver
     gone after a kernel update). [] on a cluster without GPUs (none has any and expect_gpus is unset) or a full one.
@@ -72,22 +74,22 @@ def gpu_shortfall(nodes, gpus, expect_gpus=None, gpu_facts=None):
     return reasons
 
 
-def _skip(rung, reason):
+def _skip(rung: str, reason: str | None) -> dict[str, Any]:
     return {"rung": rung, "label": LABELS[rung], "wave": None, "runs": [], "skipped": reason}
 
 
-def _skipped_verdict(step):
+def _skipped_verdict(step: dict[str, Any]) -> dict[str, Any]:
     """A step that did not run: `passed` None (not proven either way), so no report can count it as a pass."""
     return {"rung": step["rung"], "label": step["label"], "wave": step["wave"], "skipped": step["skipped"], "passed": None,
             "verdict": "skipped", "runs": []}
 
 
-def _step(rung, runs, wave=None):
+def _step(rung: str, runs: list[dict[str, Any]], wave: int | None = None) -> dict[str, Any]:
     label = LABELS[rung] + (" (%s %d)" % ("round" if rung == "bisect" else "wave", wave) if wave else "")
     return {"rung": rung, "label": label, "wave": wave, "runs": runs, "skipped": None}
 
 
-def _json_file(settings, leader):
+def _json_file(settings: dict[str, Any], leader: str) -> str | None:
     """Where nccl-tests writes its JSON (-J): it holds rank 0's whole environment, so a per-run name under json_dir,
     a directory only the training user can read, never a fixed name in /tmp. The leader's name keeps runs on nodes
     that share a home directory apart. None without json_dir (a build without -J)."""
@@ -96,7 +98,7 @@ def _json_file(settings, leader):
     return posixpath.join(settings["json_dir"], "%s-%s.json" % (settings["run_id"], leader))
 
 
-def _run(hosts, gpus, settings, rung):
+def _run(hosts: list[str], gpus: dict[str, Any], settings: dict[str, Any], rung: str) -> dict[str, Any]:
     """One launch: on the first of `hosts`; a single process (-g all GPUs) on one node, mpirun across nodes."""
     leader = hosts[0]
     if rung == "cpu":
@@ -116,7 +118,8 @@ def _run(hosts, gpus, settings, rung):
             "json_file": json_file}
 
 
-def plan(nodes, gpus, settings, expect_gpus=None, gpu_facts=None):
+def plan(nodes: Sequence[str], gpus: dict[str, Any], settings: dict[str, Any], expect_gpus: int | None = None,
+         gpu_facts: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The ladder's steps, in order.
 
     nodes: cluster nodes in rank order; gpus: {node: GPU count}; settings: see nccl_tests_argv and mpirun_argv;
@@ -157,7 +160,7 @@ def plan(nodes, gpus, settings, expect_gpus=None, gpu_facts=None):
     return steps
 
 
-def nccl_tests_argv(settings, gpus_per_process, max_bytes, json_file=None):
+def nccl_tests_argv(settings: dict[str, Any], gpus_per_process: int, max_bytes: int, json_file: str | None = None) -> list[str]:
     """all_reduce_perf with data checks on (-c 1): the verdict needs the wrong-value count.
 
     With settings["nccl_library"] (the libnccl.so.2 the build was linked against) it runs under env(1) with that
@@ -172,14 +175,14 @@ def nccl_tests_argv(settings, gpus_per_process, max_bytes, json_file=None):
     return argv
 
 
-def launcher_argv(settings, slots, program, gpus_per_node=0):
+def launcher_argv(settings: dict[str, Any], slots: list[tuple[str, int]], program: list[str], gpus_per_node: int = 0) -> list[str]:
     """The launch across nodes: mpirun over SSH, or srun where Slurm is the scheduler (settings["launcher"])."""
     if settings.get("launcher", "mpirun") == "srun":
         return srun_argv(settings, slots, program, gpus_per_node)
     return mpirun_argv(settings, slots, program)
 
 
-def srun_argv(settings, slots, program, gpus_per_node=0):
+def srun_argv(settings: dict[str, Any], slots: list[tuple[str, int]], program: list[str], gpus_per_node: int = 0) -> list[str]:
     """One Slurm step over the hosts in place of mpirun: a task per slot, each line labelled with its task (--label,
     read like mpirun's tags), MPI wired up through settings["srun_mpi"] (PMIx). Every GPU of a node is given to each
     of its tasks: NVLink peer access between a node's ranks needs all of them visible. --immediate: a node that is
@@ -196,7 +199,7 @@ def srun_argv(settings, slots, program, gpus_per_node=0):
     return argv + list(settings.get("srun_args", [])) + [settings["env_wrapper"]] + list(program)
 
 
-def mpirun_argv(settings, slots, program):
+def mpirun_argv(settings: dict[str, Any], slots: list[tuple[str, int]], program: list[str]) -> list[str]:
     """mpirun over SSH: ranks placed by slot on each host, output tagged by rank, MCA settings given explicitly.
 
     slots: [(host, processes)]; program: the command each rank runs (through the per-node environment wrapper,
@@ -211,7 +214,7 @@ def mpirun_argv(settings, slots, program):
     return argv + list(settings.get("mpirun_args", [])) + [settings["env_wrapper"]] + list(program)
 
 
-def _limit(run, scope, gpu_facts, comm_facts):
+def _limit(run: dict[str, Any], scope: str | None, gpu_facts: dict[str, Any], comm_facts: dict[str, Any]) -> dict[str, Any] | None:
     if scope is None:
         return None
     if scope == "multi_node":
@@ -222,23 +225,24 @@ def _limit(run, scope, gpu_facts, comm_facts):
     return link_limit_gbps(gpu_facts.get(run["leader"]), comm_facts.get(run["leader"]), scope)
 
 
-def _interface(comm_facts):
+def _interface(comm_facts: dict[str, Any] | None) -> str:
     """The interface a node's traffic between nodes takes, as far as its facts say."""
     comm_facts = comm_facts or {}
-    if comm_facts.get("nccl_socket_ifname"):
-        return comm_facts["nccl_socket_ifname"]
+    ifname: str | None = comm_facts.get("nccl_socket_ifname")
+    if ifname:
+        return ifname
     up = [nic["name"] for nic in comm_facts.get("interfaces") or [] if nic.get("name") != "lo" and str(nic.get("state")).upper() == "UP"]
     return "/".join(up) or "network"
 
 
-def _unjudged_links(run, scope, comm_facts):
+def _unjudged_links(run: dict[str, Any], scope: str | None, comm_facts: dict[str, Any]) -> list[str]:
     """What a run without a known link limit crossed, by node: "gpu3's train0", "vm's GPU links"."""
     if scope == "node":
         return ["%s's GPU links (no NVLink or PCIe facts)" % run["leader"]]
     return ["%s's %s" % (host, _interface(comm_facts.get(host))) for host in run["hosts"]]
 
 
-def fraction_for(limit, min_fraction):
+def fraction_for(limit: dict[str, Any], min_fraction: float | None) -> tuple[float, str]:
     """(the share of the link's limit a run must reach, why that one): the user's verify_min_fraction where set, else
     the table's for the link's kind (bandwidth.LINK_FRACTIONS), else DEFAULT_FRACTION."""
     if min_fraction is not None:
@@ -249,7 +253,8 @@ def fraction_for(limit, min_fraction):
     return DEFAULT_FRACTION, "the default, no table entry for %s" % (kind or "this link")
 
 
-def _threshold(run, scope, limit, min_fraction, min_busbw_gbps, comm_facts):
+def _threshold(run: dict[str, Any], scope: str | None, limit: dict[str, Any] | None, min_fraction: float | None,
+               min_busbw_gbps: float | None, comm_facts: dict[str, Any]) -> tuple[float | None, str | None, str | None]:
     """-> (threshold GB/s or None, basis, not_judged reason or None) of a run that ran."""
     basis = (limit or {}).get("basis")
     if scope is None:
@@ -266,22 +271,22 @@ def _threshold(run, scope, limit, min_fraction, min_busbw_gbps, comm_facts):
     return None, basis, "not judged: no link limit known for %s" % links
 
 
-def _verdict_word(passed, not_judged):
+def _verdict_word(passed: bool | None, not_judged: str | None) -> str:
     if not passed:
         return "FAIL"
     return "not judged" if not_judged else "PASS"
 
 
-def _cleaned(result):
+def _cleaned(result: object) -> dict[str, Any] | None:
     """The end_run result of one node, or None where the cleanup did not look (skipped, unreachable, not run)."""
     return result if isinstance(result, dict) and "found" in result else None
 
 
-def timeout_reasons(out, run, cleanup):
+def timeout_reasons(out: dict[str, Any], run: dict[str, Any], cleanup: dict[str, Any]) -> list[str]:
     """What a timed-out run left on its nodes, from the end_run result per node (absent: not looked at)."""
     reasons = ["timed out after %ss on %s" % (out.get("seconds"), run["leader"])]
-    seen = {host: _cleaned(cleanup.get(host)) for host in run["hosts"]}
-    seen = {host: result for host, result in seen.items() if result is not None}
+    looked = {host: _cleaned(cleanup.get(host)) for host in run["hosts"]}
+    seen = {host: result for host, result in looked.items() if result is not None}
     ended = ["%s %s" % (host, ", ".join("%s (%s)" % (p["comm"], p["state"]) for p in result["found"]))
              for host, result in seen.items() if result["found"]]
     clean = [host for host, result in seen.items() if not result["found"]]
@@ -297,7 +302,7 @@ def timeout_reasons(out, run, cleanup):
     return reasons
 
 
-def against_peers(runs, fraction):
+def against_peers(runs: list[dict[str, Any]], fraction: float) -> None:
     """The runs of a step (each node's GPUs, each pair of a wave) whose busbw is more than `fraction` below the median of
     the others of the same shape (rank count and link limit; at least two others): a part that passes the link's
     threshold and still makes every job's straggler. Adds a reason to each such run, failing it. Only runs over a known
@@ -319,7 +324,9 @@ def against_peers(runs, fraction):
             run["passed"], run["not_judged"] = False, None
 
 
-def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None, min_busbw_gbps=None, outlier_fraction=None):
+def judge_step(step: dict[str, Any], outputs: dict[str, Any], gpu_facts: dict[str, Any], comm_facts: dict[str, Any],
+               min_fraction: float | None, cleanup: dict[str, Any] | None = None, min_busbw_gbps: float | None = None,
+               outlier_fraction: float | None = None) -> dict[str, Any]:
     """Verdict of one ladder step from its runs' allreduce_run results.
 
     outputs: {leader: allreduce_run result, or None when the run could not start there}; gpu_facts and comm_facts:
@@ -336,6 +343,7 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
     """
     if step["skipped"]:
         return _skipped_verdict(step)
+    verdict: dict[str, Any]
     verdict = {"rung": step["rung"], "label": step["label"], "wave": step["wave"], "skipped": None, "passed": True,
                "verdict": "PASS", "runs": []}
     if step.get("problems"):
@@ -345,6 +353,7 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
     for run in step["runs"]:
         out = outputs.get(run["leader"])
         limit = _limit(run, scope, gpu_facts, comm_facts)
+        entry: dict[str, Any]
         entry = {"leader": run["leader"], "hosts": run["hosts"], "ranks": run["ranks"], "limit_gbps": (limit or {}).get("limit_gbps"),
                  "basis": (limit or {}).get("basis"), "seconds": None, "timed_out": False, "not_judged": None}
         if out is None:
@@ -374,14 +383,14 @@ def judge_step(step, outputs, gpu_facts, comm_facts, min_fraction, cleanup=None,
     return verdict
 
 
-def _check_run(hosts, reasons, passed):
+def _check_run(hosts: Sequence[str], reasons: Sequence[str], passed: bool) -> dict[str, Any]:
     """A verdict's run entry for a check made from facts, not by launching anything (the port matrix, GPU counts)."""
     return {"leader": None, "hosts": list(hosts), "ranks": None, "passed": passed, "verdict": "PASS" if passed else "FAIL",
             "not_judged": None, "reasons": list(reasons), "busbw_gbps": None, "pct_of_limit": None, "limit_gbps": None, "basis": None,
             "transports": None, "seconds": None, "timed_out": False}
 
 
-def network_verdict(matrix, nodes):
+def network_verdict(matrix: dict[str, Any], nodes: Sequence[str]) -> dict[str, Any]:
     """The first rung: the port matrix (reachability.summarize of port_matrix results) as a step verdict.
 
     A single node has no ports between nodes: the rung is skipped (passed None, as every skipped step), whatever
@@ -394,7 +403,7 @@ def network_verdict(matrix, nodes):
             "verdict": run["verdict"], "runs": [run]}
 
 
-def report_rows(verdicts):
+def report_rows(verdicts: list[dict[str, Any]]) -> list[list[str]]:
     """One table row per run: rung, nodes, ranks, busbw, % of limit, limit basis, transports, verdict, reasons.
 
     The verdict column is the run's verdict word; a run that was not judged says why in its reasons column.

@@ -10,17 +10,19 @@ although InfiniBand exists.
 
 from __future__ import annotations
 
+from typing import Any, Collection, Iterable
+
 _MAX_ERROR_REASONS = 5
 
 
-def _short_host(name):
+def _short_host(name: object) -> str:
     """nccl-tests and NCCL cut hostnames at the first dot; compare names the same way."""
     return str(name).split('.', 1)[0].lower()
 
 
-def _spans(numbers):
+def _spans(numbers: Iterable[int]) -> str:
     """[0, 1, 2, 5] -> '0-2, 5'."""
-    spans = []
+    spans: list[list[int]] = []
     for number in sorted(numbers):
         if spans and number == spans[-1][1] + 1:
             spans[-1][1] = number
@@ -29,11 +31,12 @@ def _spans(numbers):
     return ', '.join(str(a) if a == b else '%d-%d' % (a, b) for a, b in spans)
 
 
-def _ranks_text(numbers):
+def _ranks_text(numbers: Collection[int]) -> str:
     return ('rank %s' if len(numbers) == 1 else 'ranks %s') % _spans(numbers)
 
 
-def _expected_placement(expected_ranks, expected_hosts):
+def _expected_placement(expected_ranks: int | Iterable[int] | dict[Any, str | None],
+                        expected_hosts: Iterable[str] | None) -> tuple[dict[int, str | None], bool]:
     """-> ({rank: expected host or None}, placement_is_given)."""
     if isinstance(expected_ranks, dict):
         return {int(rank): host for rank, host in expected_ranks.items()}, True
@@ -46,16 +49,17 @@ def _expected_placement(expected_ranks, expected_hosts):
     return {rank: None for rank in ranks}, False
 
 
-def _rank_reasons(result, expected_ranks, expected_hosts):
-    reasons = []
-    found = {}
+def _rank_reasons(result: dict[str, Any], expected_ranks: int | Iterable[int] | dict[Any, str | None] | None,
+                  expected_hosts: Iterable[str] | None) -> list[str]:
+    reasons: list[str] = []
+    found: dict[int, str | None] = {}
     for entry in result.get('ranks') or []:
         if entry.get('rank') is not None:
             found[entry['rank']] = entry.get('host')
     found_hosts = set(_short_host(host) for host in found.values() if host)
     if expected_ranks is not None:
         placement, given = _expected_placement(expected_ranks, expected_hosts)
-        missing = {}
+        missing: dict[str | None, list[int]] = {}
         for rank in sorted(set(placement) - set(found)):
             missing.setdefault(placement[rank], []).append(rank)
         for host, ranks in sorted(missing.items(), key=lambda item: item[1][0]):
@@ -71,7 +75,7 @@ def _rank_reasons(result, expected_ranks, expected_hosts):
         wanted = dict((_short_host(host), host) for host in expected_hosts)
         for short in sorted(set(wanted) - found_hosts):
             reasons.append('host %s missing: no rank ran there' % wanted[short])
-        strangers = {}
+        strangers: dict[str, list[int]] = {}
         for rank, host in found.items():
             if host and _short_host(host) not in wanted:
                 strangers.setdefault(host, []).append(rank)
@@ -80,7 +84,7 @@ def _rank_reasons(result, expected_ranks, expected_hosts):
     return reasons
 
 
-def _failure_reasons(result):
+def _failure_reasons(result: dict[str, Any]) -> list[str]:
     reasons = []
     for proc in result.get('failed_processes') or []:
         where = ' (%s)' % proc['host'] if proc.get('host') else ''
@@ -99,9 +103,9 @@ def _failure_reasons(result):
     return reasons
 
 
-def busbw_curve(rows):
+def busbw_curve(rows: list[dict[str, Any]] | None) -> list[list[float]]:
     """[[size, best busbw of in-place and out-of-place]] in size order: the run's bandwidth curve, for the report page."""
-    best = {}
+    best: dict[int, float] = {}
     for row in rows or []:
         values = [side['busbw'] for side in (row['out_of_place'], row['in_place']) if side is not None and side['busbw'] is not None]
         if values:
@@ -109,7 +113,7 @@ def busbw_curve(rows):
     return [[size, best[size]] for size in sorted(best)]
 
 
-def _largest(rows):
+def _largest(rows: list[dict[str, Any]]) -> tuple[int | None, float | None]:
     """-> (size, best busbw over both halves of the rows of that size) of the largest size measured."""
     if not rows:
         return None, None
@@ -119,7 +123,7 @@ def _largest(rows):
     return size, (max(values) if values else None)
 
 
-def _socket_reason(ib_present, transports):
+def _socket_reason(ib_present: bool | Iterable[str] | None, transports: dict[str, Any] | Iterable[str] | None) -> str | None:
     """NET/Socket carried data although InfiniBand exists: name the hosts where that is known."""
     if isinstance(transports, dict):
         used = transports.get('transports') or []
@@ -142,8 +146,10 @@ def _socket_reason(ib_present, transports):
     return None
 
 
-def judge_rung(result, expected_ranks, expected_hosts, min_busbw_gbps=None, ib_present=False, transports=None,
-               limit=None, require_validation=True):
+def judge_rung(result: dict[str, Any], expected_ranks: int | Iterable[int] | dict[Any, str | None] | None,
+               expected_hosts: Iterable[str] | None, min_busbw_gbps: float | None = None,
+               ib_present: bool | Iterable[str] | None = False, transports: dict[str, Any] | Iterable[str] | None = None,
+               limit: dict[str, Any] | None = None, require_validation: bool = True) -> dict[str, Any]:
     """Verdict for one rung from a parse_* result.
 
     expected_ranks: a count N (ranks 0..N-1), a list of ranks, or {rank: host} (then placement is checked too);
@@ -185,7 +191,7 @@ def judge_rung(result, expected_ranks, expected_hosts, min_busbw_gbps=None, ib_p
         elif busbw < min_busbw_gbps:
             of_limit = ''
             if limit_gbps:
-                of_limit = ' (%.0f%% of %.0f GB/s %s)' % (100.0 * min_busbw_gbps / limit_gbps, limit_gbps, limit.get('kind') or 'limit')
+                of_limit = ' (%.0f%% of %.0f GB/s %s)' % (100.0 * min_busbw_gbps / limit_gbps, limit_gbps, (limit or {}).get('kind') or 'limit')
             reasons.append('busbw %.1f GB/s < threshold %.1f GB/s%s' % (busbw, min_busbw_gbps, of_limit))
     socket = _socket_reason(ib_present, transports)
     if socket:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any, Callable
 
 from . import diagnosis, lifecycle, records, report, runner, supervisor, tee
 
@@ -32,7 +33,7 @@ def _diagnose(job: records.Job, stall: str) -> int:
     return 0
 
 
-def _printed(data, status: int = 0) -> int:
+def _printed(data: Any, status: int = 0) -> int:
     json.dump(data, sys.stdout)
     sys.stdout.write("\n")
     return status
@@ -56,24 +57,39 @@ def _run(job: records.Job) -> int:
         raise
 
 
+def _prepare(job: records.Job) -> int:
+    lifecycle.prepare(job)
+    return 0
+
+
+def _stopping(job: records.Job) -> int:
+    lifecycle.stopping(job)
+    return 0
+
+
+def _stop_local(job: records.Job, by: str, attempt: str) -> int:
+    lifecycle.stop_local(job, by, attempt)
+    return 0
+
+
 # Each action: what it does with the job (and its one argument, where it takes one), and its exit status.
-_ACTIONS = {
-    "prepare": lambda job: lifecycle.prepare(job) or 0,
+_ACTIONS: dict[str, Callable[..., int]] = {
+    "prepare": _prepare,
     "run": _run,
     "start": lifecycle.start,
-    "stopping": lambda job: lifecycle.stopping(job) or 0,
+    "stopping": _stopping,
     "stop": lambda job: _printed(lifecycle.stop(job)),
     "sweep": _sweep,
     "report": lambda job: _printed(report.report(job)),
     "diagnose": _diagnose,
-    "stop-local": lambda job, by, attempt: lifecycle.stop_local(job, by, attempt) or 0,
+    "stop-local": _stop_local,
     "tee": lambda job, attempt: tee.tee(job, sys.stdin.buffer.fileno(), attempt=int(attempt)),
     "supervise": lambda job, pid: supervisor.main(job, int(pid)),
     "wait": lambda job, seconds: print(supervisor.wait(job, float(seconds))) or 0,
 }
 
 
-def main(argv: list) -> int:
+def main(argv: list[str]) -> int:
     takes = {"diagnose": 1, "stop-local": 2, "supervise": 1, "wait": 1, "tee": 1}
     if len(argv) < 2 or argv[0] not in _ACTIONS or len(argv) != 2 + takes.get(argv[0], 0):
         print(__doc__.strip(), file=sys.stderr)

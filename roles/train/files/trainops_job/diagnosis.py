@@ -15,6 +15,7 @@ import socket
 import subprocess
 import threading
 import time
+from typing import Any, Callable, Literal, overload
 
 from . import _ptrace, processes, records
 from ._flight_recorder import ask_dump, flight_paths, flight_recorder, mtime
@@ -29,7 +30,15 @@ _STATES = {"R": "running", "S": "sleeping", "D": "in the kernel (uninterruptible
            "Z": "zombie", "X": "dead", "I": "idle"}
 
 
-def _read(path: str, mode: str = "r"):
+@overload
+def _read(path: str, mode: Literal["r"] = "r") -> str | None: ...
+
+
+@overload
+def _read(path: str, mode: Literal["rb"]) -> bytes | None: ...
+
+
+def _read(path: str, mode: str = "r") -> Any:
     try:
         with open(path, mode) as handle:
             return handle.read()
@@ -88,7 +97,8 @@ def kernel_view(pid: int) -> dict:
     if child == 0:  # pragma: no cover - the child writes what it read
         os.close(read)
         try:
-            os.setgid(owner.st_gid), os.setuid(owner.st_uid)
+            os.setgid(owner.st_gid)
+            os.setuid(owner.st_uid)
             os.write(write, json.dumps(_ptrace.kernel_view(pid)).encode())
         finally:
             os._exit(0)
@@ -115,9 +125,9 @@ def gpus() -> list:
 
 def reach(peers: dict, port: int = REACH_PORT, timeout: float = REACH_TIMEOUT) -> dict:
     """{peer: None when it answered on the training network (a refusal is an answer), else why not}, all at once."""
-    found = {}
+    found: dict[str, str | None] = {}
 
-    def probe(peer, address):
+    def probe(peer: str, address: str) -> None:
         try:
             socket.create_connection((address, port), timeout=timeout).close()
             found[peer] = None
@@ -136,15 +146,16 @@ def reach(peers: dict, port: int = REACH_PORT, timeout: float = REACH_TIMEOUT) -
 
 # --- this node's answer --------------------------------------------------------------------------------------------
 
-def diagnose(job: records.Job, stall: int, clock=time.time) -> dict:
+def diagnose(job: records.Job, stall: int, clock: Callable[[], float] = time.time) -> dict:
     """This node's part of the stall's diagnosis."""
     tool = py_spy()
-    reached = {}
+    reached: dict[str, str | None] = {}
     prober = threading.Thread(target=lambda: reached.update(reach(job.peers)))
     prober.start()
     found = [(p["pid"], environ(p["pid"])) for p in processes.find("TRAINOPS_RUN_ID", job.run_id, having="TRAINOPS_NODE=" + job.node)]
     ranks = [(pid, env) for pid, env in found if "RANK" in env and "LOCAL_RANK" in env]
-    asked, stacks = {}, {}
+    asked: dict[int, tuple[str, float | None, str | None]] = {}
+    stacks: dict[int, tuple] = {}
     # The flight recorders first: each dump is written while py-spy reads the stacks.
     for pid, env in ranks:
         pipe, dump = flight_paths(pid, env, int(env["RANK"]))

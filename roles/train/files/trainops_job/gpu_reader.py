@@ -18,7 +18,8 @@ class Reader:
     not waited for, and the GPUs are not read again in this attempt: the runner's loop must go on."""
 
     def __init__(self, tool: str, timeout: float = TIMEOUT):
-        self.tool, self.timeout, self.reasons, self.off = tool, timeout, REASON_FIELDS[0], None
+        self.tool, self.timeout, self.reasons = tool, timeout, REASON_FIELDS[0]
+        self.off: str | None = None
 
     def _run(self) -> tuple:
         """(exit status, output) of the query, or (None, why) where it could not run or did not end in time."""

@@ -41,7 +41,7 @@ def snapshot() -> dict | None:
 def ecc_counts(query_csv: str | None) -> dict:
     """{GPU index: uncorrected volatile ECC errors} from nvidia-smi's query; GPUs without ECC (N/A) left out."""
     rows = gpu.parse_query_csv(query_csv or "")
-    return {row["index"]: int(row["ecc.errors.uncorrected.volatile.total"]) for row in rows
+    return {row["index"]: int(row["ecc.errors.uncorrected.volatile.total"] or 0) for row in rows
             if (row.get("ecc.errors.uncorrected.volatile.total") or "").isdigit()}
 
 

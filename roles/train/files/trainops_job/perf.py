@@ -26,6 +26,7 @@ import pickle
 import re
 import statistics
 import time
+from typing import Any, Callable
 
 from ._flight_recorder import FLIGHT_WAIT, ask_dump, collective_times, flight_paths, load_dump, mtime
 from ._gpu_load import HW_REASONS, SW_REASONS
@@ -134,13 +135,14 @@ def rdma_bytes(sysfs: str = "/sys") -> tuple | None:
             continue
         found = True
         for i, text in enumerate(words):
-            total[i] += 4 * int(text.strip() or 0)
+            total[i] += 4 * int((text or "").strip() or 0)
     return tuple(total) if found else None
 
 
 def socket_inodes(pid: int, proc: str = "/proc") -> set:
     """The inodes of a process's sockets (its /proc/PID/fd links "socket:[N]")."""
-    base, inodes = "%s/%d/fd" % (proc, pid), set()
+    base = "%s/%d/fd" % (proc, pid)
+    inodes: set[str] = set()
     try:
         names = os.listdir(base)
     except OSError:
@@ -199,24 +201,30 @@ def place(stack: list | None, state: str) -> str:
 class Sampler:
     """This node's ranks of one run: their busy shares and CPU use over each window, and where their stacks were."""
 
-    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock=time.time, stack=None, gpus=None, sysfs: str = "/sys"):
+    def __init__(self, run_id: str, node: str, proc: str = "/proc", clock: Callable[[], float] = time.time,
+                 stack: Callable[[int], tuple] | None = None, gpus: Callable[[], list | None] | None = None, sysfs: str = "/sys"):
         """stack: pid -> (py-spy's JSON dump of the process, or None, and why not), as diagnosis.stack_of; None where the
         node has no py-spy. gpus: () -> every GPU's load now (_gpu_load.Reader), or None where the node has no GPU."""
         self.proc, self.clock, self.stack, self.stacked, self.gpus, self.sysfs = proc, clock, stack, 0.0, gpus, sysfs
         self.marker, self.node = ("TRAINOPS_RUN_ID=%s" % run_id).encode(), ("TRAINOPS_NODE=%s" % node).encode()
-        self.known = {}  # pid: its global rank, or None for a process that is no rank of the run
-        self.interface = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
+        self.known: dict[int, int | None] = {}  # pid: its global rank, or None for a process that is no rank of the run
+        self.interface: str | None = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
         self.first = True  # the attempt's first window: its start (imports, the rendezvous, a checkpoint's load) in it
-        self.tables = ()  # the /proc/net tables that held the ranks' TCP sockets (send_queue)
-        self.history = []  # the attempt's windows in brief (history_point), the last HISTORY
-        self.timing = {}  # rank: its flight recorder's pipe and dump, the last record read, and an ask under way
-        self.timed = {}  # rank: the collectives' times of its last dump read (collective_times, seconds spanned, at)
+        self.tables: tuple = ()  # the /proc/net tables that held the ranks' TCP sockets (send_queue)
+        self.history: list[dict] = []  # the attempt's windows in brief (history_point), the last HISTORY
+        self.timing: dict[int, dict[str, Any]] = {}  # rank: its flight recorder's pipe and dump, the last record read, and an ask under way
+        self.timed: dict[int, dict[str, Any]] = {}  # rank: the collectives' times of its last dump read (collective_times, seconds spanned, at)
         self.reset()
 
     def reset(self) -> None:
-        self.since, self.samples, self.busy, self.cpu, self.places, self.unread = self.clock(), {}, {}, {}, {}, None
-        self.net = None  # (rx bytes, tx bytes, time) of the interface at the window's first look, then at its last
-        self.rdma = None  # the same of the node's active RDMA ports
+        self.since = self.clock()
+        self.samples: dict[int, int] = {}
+        self.busy: dict[int, int] = {}
+        self.cpu: dict[int, tuple] = {}
+        self.places: dict[int, dict[str, int]] = {}
+        self.unread: str | None = None
+        self.net: tuple | None = None  # (rx bytes, tx bytes, time) of the interface at the window's first look, then at its last
+        self.rdma: tuple | None = None  # the same of the node's active RDMA ports
         self.queued = (0, 0)  # bytes in the ranks' TCP send queues, summed over the looks; the looks
         self.gpu_window = GpuWindow()  # the node's GPUs at each look while its ranks run
 
@@ -229,14 +237,14 @@ class Sampler:
             variables = (read("%s/%d/environ" % (self.proc, pid), "rb") or b"").split(b"\0")
             rank = next((v[5:] for v in variables if v.startswith(b"RANK=")), None)
             ours = self.marker in variables and self.node in variables and any(v.startswith(b"LOCAL_RANK=") for v in variables)
-            self.known[pid] = int(rank) if ours and rank and rank.isdigit() else None
-            if self.known[pid] is not None and self.interface is None:
+            found = self.known[pid] = int(rank) if ours and rank and rank.isdigit() else None
+            if found is not None and self.interface is None:
                 self.interface = interface_of(variables)
-            if self.known[pid] is not None and b"TORCH_NCCL_ENABLE_TIMING=1" in variables:
+            if found is not None and b"TORCH_NCCL_ENABLE_TIMING=1" in variables:
                 env = dict(v.decode("utf-8", "replace").split("=", 1) for v in variables if v.startswith(_TIMING_VARS_B))
-                pipe, dump = flight_paths(pid, env, self.known[pid], self.proc)
+                pipe, dump = flight_paths(pid, env, found, self.proc)
                 if pipe and dump:
-                    self.timing[self.known[pid]] = {"pipe": pipe, "dump": dump, "last": -1, "asked": None, "since": self.clock()}
+                    self.timing[found] = {"pipe": pipe, "dump": dump, "last": -1, "asked": None, "since": self.clock()}
         return self.known[pid]
 
     def sample(self) -> None:
@@ -249,11 +257,11 @@ class Sampler:
             self.stacked = self.clock()
         stacks = looks and self.stack is not None
         ours = None  # a rank's pid: the training interface's counters are read in its network namespace
-        inodes = set()  # the ranks' sockets, at a look: what they wait to send
+        inodes: set[str] = set()  # the ranks' sockets, at a look: what they wait to send
         for pid in pids:
             rank = self.rank_of(pid)
             seen = stat(pid, self.proc) if rank is not None else None
-            if seen is None:
+            if rank is None or seen is None:
                 continue
             self.samples[rank] = self.samples.get(rank, 0) + 1
             self.busy[rank] = self.busy.get(rank, 0) + (seen[0] == "R")
@@ -314,6 +322,8 @@ class Sampler:
             state["since"] = now
 
     def _look(self, rank: int, pid: int) -> None:
+        if self.stack is None:  # sample looks only where the node has py-spy
+            return
         stack, why = self.stack(pid)
         seen = stat(pid, self.proc) if stack else None  # its state as the dump ended (py-spy does not stop it)
         self.unread = why if stack is None else self.unread
@@ -335,7 +345,7 @@ class Sampler:
         collectives)}, where the job times them), history (this window and the attempt's earlier ones in brief,
         history_point, the last HISTORY)}; a new window begins."""
         now = self.clock()
-        ranks = {}
+        ranks: dict[str, dict[str, Any]] = {}
         for rank, count in sorted(self.samples.items()):
             cpu = self.cpu[rank]
             ranks[str(rank)] = {"busy": round(self.busy[rank] / count, 3),
@@ -372,7 +382,7 @@ def history_point(window: dict) -> dict:
     """A window in brief, for the node's history: {at, busy (the ranks' mean busy share), wait (their stack looks' share in
     a collective, where read), gpu (the GPUs' mean utilization %, where read), tx (MB/s out on the training interface)}."""
     ranks = list(window["ranks"].values())
-    counts = {}
+    counts: dict[str, int] = {}
     for rank in ranks:
         for where, count in (rank.get("places") or {}).items():
             counts[where] = counts.get(where, 0) + count
@@ -400,7 +410,7 @@ def straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     shares = {node: statistics.mean(r["busy"] for r in ranks) for node, ranks in _current(perfs, now, attempt).items()}
     if len(shares) < 2:
         return None
-    node = max(shares, key=shares.get)
+    node = max(shares, key=lambda n: shares[n])
     others = statistics.median(v for n, v in shares.items() if n != node)
     if shares[node] < BUSY or others > shares[node] - GAP:
         return None
@@ -428,24 +438,28 @@ def gpu_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     ([node, index, MHz]), others (the other busy GPUs' median share of their maximum clock), text}, or None."""
     busy = [(node, gpu) for node in _current(perfs, now, attempt) for gpu in perfs[node].get("gpus") or []
             if (gpu.get("util") or 0) >= GPU_BUSY and (gpu.get("reasons") or {}).get("gpu_idle", 0) < 0.5 and _clock_share(gpu)]
+
+    def clock(gpu: dict) -> float:
+        return _clock_share(gpu) or 0.0  # a busy GPU's is known (the filter above)
+
     slow = []
     for at, (node, gpu) in enumerate(busy):
-        others = [_clock_share(peer) for i, (dummy, peer) in enumerate(busy) if i != at]
+        peers = [clock(peer) for i, (dummy, peer) in enumerate(busy) if i != at]
         held = any(r in HW_REASONS and share >= 0.5 for r, share in (gpu.get("reasons") or {}).items())
-        if held or (others and _clock_share(gpu) < (1 - GPU_CLOCK_GAP) * statistics.median(others)):
+        if held or (peers and clock(gpu) < (1 - GPU_CLOCK_GAP) * statistics.median(peers)):
             slow.append((node, gpu))
     if not slow:
         return None
-    node = min(slow, key=lambda found: _clock_share(found[1]))[0]
-    rest = [_clock_share(g) for n, g in busy if (n, g) not in slow]
+    node = min(slow, key=lambda found: clock(found[1]))[0]
+    rest = [clock(g) for n, g in busy if (n, g) not in slow]
     others = round(statistics.median(rest), 3) if rest else None
     named = ", ".join("%s's GPU %d at %d MHz of %d (%d %%%s)" % (
-        n, g["index"], round(g["sm_mhz"]), g["sm_max_mhz"], round(100 * _clock_share(g)),
+        n, g["index"], round(g["sm_mhz"]), g["sm_max_mhz"], round(100 * clock(g)),
         "; " + ", ".join(_held(g)) if _held(g) else "") for n, g in slow)
     text = ("straggler: %s; %s; every data-parallel step waits for the slowest GPU: check its cooling and power "
             "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); a GPU that stays slow: ask the provider to replace it" % (
                 named, "the job's other busy GPUs at %d %% of their maximum clock (median of %d)" % (round(100 * others), len(rest))
-                if rest else "its clocks held back"))
+                if others is not None else "its clocks held back"))
     return {"node": node, "gpus": [[n, g["index"], g["sm_mhz"]] for n, g in slow], "others": others, "text": text}
 
 
@@ -479,7 +493,7 @@ def shares(perfs: dict, now: float, attempt: int) -> dict | None:
         return None
     out = {}
     for node, ranks in current.items():
-        counts = {}
+        counts: dict[str, int] = {}
         for rank in ranks:
             for where, count in (rank.get("places") or {}).items():
                 counts[where] = counts.get(where, 0) + count
@@ -519,7 +533,7 @@ def _bound(kind: str, places: dict, nodes: int, said: str = "", source: str = ""
     by_node = {node: figures.get(kind, 0.0) for node, figures in places.items()}
     if not by_node or max(by_node.values()) < BOUND[kind]:
         return None
-    node = max(by_node, key=by_node.get)
+    node = max(by_node, key=lambda n: by_node[n])
     name, doing, advice = _BOUND_TEXT[kind]
     every = len(by_node) == nodes > 1 and min(by_node.values()) >= BOUND[kind]
     low, high = round(100 * min(by_node.values())), round(100 * by_node[node])
@@ -535,7 +549,7 @@ def _slow_link(queued: dict) -> dict | None:
     {node: KiB}), or None."""
     if len(queued) < 2:
         return None
-    node = max(queued, key=queued.get)
+    node = max(queued, key=lambda n: queued[n])
     others = statistics.median(v for n, v in queued.items() if n != node)
     if queued[node] < QUEUED_KB or queued[node] < QUEUED_RATIO * others:
         return None
@@ -560,7 +574,8 @@ def nccl_busbw(perfs: dict, nodes: list) -> dict | None:
     """The busbw NCCL's collectives reached on these nodes: of the collective and size that took the most time over
     all their ranks, the fastest rank's ({op, bytes, ms, busbw_gbps, node, rank}; the others' calls include their wait
     for it); None without timings."""
-    totals, best = {}, {}
+    totals: dict[tuple, float] = {}
+    best: dict[tuple, dict] = {}
     for node in nodes:
         for rank, times in sorted((perfs[node].get("collectives") or {}).items()):
             for size in times.get("sizes") or []:
@@ -569,7 +584,7 @@ def nccl_busbw(perfs: dict, nodes: list) -> dict | None:
                 if size.get("busbw_gbps") is not None and (key not in best or size["busbw_gbps"] > best[key]["busbw_gbps"]):
                     best[key] = dict(size, node=node, rank=int(rank))
     timed = [key for key in totals if key in best]
-    return best[max(timed, key=totals.get)] if timed else None
+    return best[max(timed, key=lambda key: totals[key])] if timed else None
 
 
 def size_text(count: int) -> str:
@@ -595,7 +610,7 @@ def nccl_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     shares = _nccl_shares(perfs, list(_current(perfs, now, attempt)))
     if len(shares) < 2:
         return None
-    node = min(shares, key=shares.get)
+    node = min(shares, key=lambda n: shares[n])
     others = statistics.median(v for n, v in shares.items() if n != node)
     if others < NCCL_WAIT or others - shares[node] < GAP:
         return None
@@ -642,23 +657,23 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
     link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
     # Without the stacks' class, NCCL's own times (every node's ranks in collectives, as the stacks would say it).
     timed = {node: {"collective": share} for node, share in _nccl_shares(perfs, list(current)).items()}
-    found = (_bound("collective", places, len(perfs), link.get("text", ""))
+    bound = (_bound("collective", places, len(perfs), link.get("text", ""))
              or _bound("collective", timed, len(perfs), link.get("text", ""), "NCCL's flight recorder"))
-    if not found or found["node"] is not None:
+    if not bound or bound["node"] is not None:
         # Some nodes' ranks wait in the collective and another's do not: they wait for that node (stopped, or stuck
         # elsewhere: the stall's diagnosis names it), not for the network, which every rank would wait for.
         return None
     if link:
-        found.update(node=link["node"], queued=link["queued"])
+        bound.update(node=link["node"], queued=link["queued"])
     for key, what in (("net", "the training interface carries"), ("rdma", "the RDMA ports carry")):
         nets = {n: perfs[n][key] for n in current if perfs[n].get(key)}
         if nets:
             # What the job gets of the network (status holds it against the ladder's busbw on these nodes).
-            found["text"] += "; %s %s" % (what, ", ".join("%s %.1f MB/s out, %.1f in (%s)" % (
+            bound["text"] += "; %s %s" % (what, ", ".join("%s %.1f MB/s out, %.1f in (%s)" % (
                 n, net["tx_mbps"], net["rx_mbps"], net["interface"]) for n, net in sorted(nets.items())))
-            found[key] = nets
+            bound[key] = nets
     busbw = nccl_busbw(perfs, list(current))
     if busbw:
-        found.update(nccl=busbw, text=found["text"] + nccl_text(busbw))
-    found["text"] += _gpus_busy(perfs, list(current))
-    return found
+        bound.update(nccl=busbw, text=bound["text"] + nccl_text(busbw))
+    bound["text"] += _gpus_busy(perfs, list(current))
+    return bound

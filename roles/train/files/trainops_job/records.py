@@ -15,6 +15,7 @@ import json
 import os
 import pwd
 import re
+from typing import Any, Callable
 
 # Where the role writes each job's settings (NAME.json), and this node's runner keeps its pid and marks. Moved for
 # tests and unusual layouts through these variables.
@@ -69,7 +70,7 @@ def state(exit_record: dict | None, running: bool, lost: bool = False, standby: 
         return LOST if lost else NOT_STARTED
     by = exit_record.get("stopped_by")
     shown = {USER_STOP: "stopped", STALL_STOP: "stopped: stalled", LEFT_OUT: "stopped: left out of the restart",
-             NOT_NEEDED: "standby ended: " + NOT_NEEDED, SCALED: "stopped: scaling measured"}.get(by) or (
+             NOT_NEEDED: "standby ended: " + NOT_NEEDED, SCALED: "stopped: scaling measured"}.get(by or "") or (
         "stopped: %s failed" % by if by else "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"])
     if exit_record.get("not_restarted"):
         return shown + "; not restarted: %s" % exit_record["not_restarted"]
@@ -94,10 +95,12 @@ def record_kind(name: str, nodes: list) -> str | None:
     if name in (SUPERVISOR_VIEW, STALL_REQUEST, CONTROL_REQUEST):
         return "record"
     kind = next((kind for kind, pattern in NODE_FILES.items() for node in nodes if name == pattern % node), None)
-    return {"log": "log", "exit": "exit record"}.get(kind, kind and "record")
+    if kind is None:
+        return None
+    return {"log": "log", "exit": "exit record"}.get(kind, "record")
 
 
-def read_json(path: str, default=None):
+def read_json(path: str, default: Any = None) -> Any:
     try:
         with open(path) as handle:
             return json.load(handle)
@@ -105,7 +108,7 @@ def read_json(path: str, default=None):
         return default
 
 
-def write_json(path: str, data) -> None:
+def write_json(path: str, data: Any) -> None:
     tmp = "%s.tmp-%d" % (path, os.getpid())
     with open(tmp, "w") as handle:
         json.dump(data, handle)
@@ -118,11 +121,14 @@ class Job:
 
     def __init__(self, conf: dict):
         self.conf = conf
-        self.name, self.node, self.run_id = conf["job"], conf["node"], conf["run_id"]
-        self.dir = conf["job_dir"]
+        self.name: str = conf["job"]
+        self.node: str = conf["node"]
+        self.run_id: str = conf["run_id"]
+        self.dir: str = conf["job_dir"]
         # The world of the first start, and the spares that a restart may bring in (group cluster_spare).
-        self.nodes, self.spares = conf["nodes"], conf.get("spares") or []
-        self.members = self.nodes + self.spares
+        self.nodes: list[str] = conf["nodes"]
+        self.spares: list[str] = conf.get("spares") or []
+        self.members: list[str] = self.nodes + self.spares
         self.first = self.node == self.nodes[0]
         # train_action=scale: the nodes of the first size start; the others stand by until a larger size names them.
         scale = conf.get("scale")
@@ -150,7 +156,7 @@ class Job:
 
     # --- reading -----------------------------------------------------------------------------------------------------
 
-    def read(self, name: str, default=None):
+    def read(self, name: str, default: Any = None) -> Any:
         return read_json(self.path(name), default)
 
     def of_this_run(self, name: str) -> dict | None:
@@ -192,7 +198,7 @@ class Job:
 
     # --- writing, as the training user ---------------------------------------------------------------------------
 
-    def as_user(self, work, *args) -> None:
+    def as_user(self, work: Callable[..., object], *args: Any) -> None:
         """work(*args) as the training user: in a child process when this one is root (its ids stay root's)."""
         if os.geteuid() != 0 or self.user.pw_uid == 0:
             work(*args)
@@ -213,17 +219,23 @@ class Job:
         if os.waitpid(pid, 0)[1] != 0:
             raise OSError("could not write as %s in %s" % (self.user.pw_name, self.dir))
 
-    def write(self, name: str, data) -> None:
+    def write(self, name: str, data: Any) -> None:
         self.as_user(write_json, name if name.startswith("/") else self.path(name), data)
 
     def write_text(self, path: str, text: str, mode: str = "w") -> None:
         self.as_user(_put, path, text, mode)
 
     def remove(self, *paths: str) -> None:
-        self.as_user(lambda: [_remove(path) for path in paths])
+        def work() -> None:
+            for path in paths:
+                _remove(path)
+        self.as_user(work)
 
     def makedirs(self, *paths: str) -> None:
-        self.as_user(lambda: [os.makedirs(path, exist_ok=True) for path in paths])
+        def work() -> None:
+            for path in paths:
+                os.makedirs(path, exist_ok=True)
+        self.as_user(work)
 
     def add_event(self, event: dict, at: float) -> dict:
         """One event in the job record: what the supervisor saw and did, for status and the page."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, Callable
 
 from . import lifecycle, perf, records
 
@@ -27,7 +28,7 @@ def log_tail(path: str, lines: int = LOG_LINES, chunk: int = 65536) -> list:
     return text.splitlines()[-lines:]
 
 
-def report(job: records.Job, clock=time.time) -> dict:
+def report(job: records.Job, clock: Callable[[], float] = time.time) -> dict:
     """{node, run_id, now, state, running, standby (a spare not brought in: waiting, or ended so), failed (ended non-zero
     on its own, for good), rc, stopped_by, started, ended, not_restarted (why a failed part ended with no restart),
     attempt, progress: {step, step_at, loss, points, nccl (tee.nccl_summary)} or None, log: [last lines], log_path,
@@ -45,8 +46,9 @@ def report(job: records.Job, clock=time.time) -> dict:
     running = alive and not final
     standby = job.standing_by() if running else bool((ended or {}).get("standby"))
     waits = (records.STANDBY if job.node in job.spares else records.SCALE_STANDBY) if standby else None
+    out: dict[str, Any]
     out = {"node": job.node, "run_id": job.run_id, "now": round(clock(), 3), "running": running, "standby": standby,
-           "state": records.state(ended, running, lost, waits), "failed": lost or bool(final and ended["rc"] != 0 and not ended.get("stopped_by")),
+           "state": records.state(ended, running, lost, waits), "failed": lost or bool(ended and final and ended["rc"] != 0 and not ended.get("stopped_by")),
            "restarting": running and ended is not None,
            "attempt": (ended or {}).get("attempt"),
            "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),

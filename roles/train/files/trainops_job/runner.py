@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import time
+from types import FrameType
+from typing import Any, Callable
 
 from . import _checkpoints, diagnosis, gpu_reader, health, perf, processes, records
 
@@ -79,7 +81,8 @@ def command(job: records.Job, nodes: list) -> str:
     """The command of an attempt: the start's, resuming from the newest complete checkpoint where the start added that
     (LLaMA-Factory: its Trainer would take the highest-numbered one, complete or not), and on these nodes alone where a
     restart left some out (NNODES, NODE_RANK, WORLD_SIZE and MASTER_ADDR for this attempt only, over the node's launch environment)."""
-    conf, text = job.conf, job.conf["command"]
+    conf = job.conf
+    text: str = conf["command"]
     resume = conf.get("resume") or {}
     if resume.get("argument"):
         latest = _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["latest"]
@@ -92,7 +95,7 @@ def command(job: records.Job, nodes: list) -> str:
     return text
 
 
-def gpu_free(run_id: str, seconds: float = 60.0, sleep=time.sleep) -> bool:
+def gpu_free(run_id: str, seconds: float = 60.0, sleep: Callable[[float], object] = time.sleep) -> bool:
     """Before a restart: until no GPU of this node holds memory for a process of the run, or for one that has ended
     (its memory not freed yet); False after seconds. Nodes without nvidia-smi hold none."""
     deadline = time.monotonic() + seconds
@@ -120,7 +123,7 @@ def exit_status(returncode: int) -> int:
 class Wakeup:
     """SIGTERM and SIGINT asked this runner to stop: noted, and a wait in progress returns at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.asked = False
         self.read, write = os.pipe()
         os.set_blocking(write, False)
@@ -128,7 +131,7 @@ class Wakeup:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._note)
 
-    def _note(self, signum, frame):
+    def _note(self, signum: int, frame: FrameType | None) -> None:
         self.asked = True
 
     def wait(self, seconds: float) -> None:
@@ -137,14 +140,17 @@ class Wakeup:
 
 
 class Runner:
-    def __init__(self, job: records.Job, clock=time.time):
+    # Set as the runner starts (stop: run) and as each attempt starts (the command and its tee: launch).
+    stop: Wakeup
+    child: subprocess.Popen[bytes]
+    tee: subprocess.Popen[bytes]
+
+    def __init__(self, job: records.Job, clock: Callable[[], float] = time.time):
         self.job, self.clock = job, clock
-        self.stop = None
-        self.child = self.tee = None
         self.nodes = list(job.nodes)  # the nodes of the attempt under way
-        self.helpers = []  # diagnoses under way: reaped as they end
-        self.gpus = None  # this node's GPUs as an attempt started (health.snapshot), where a restart may follow
-        self.sampler = None  # where this node's ranks spend their time (perf), in the attempt under way
+        self.helpers: list[subprocess.Popen[bytes]] = []  # diagnoses under way: reaped as they end
+        self.gpus: dict | None = None  # this node's GPUs as an attempt started (health.snapshot), where a restart may follow
+        self.sampler: perf.Sampler | None = None  # where this node's ranks spend their time (perf), in the attempt under way
 
     def _as_user(self) -> dict:
         user = self.job.user
@@ -165,7 +171,7 @@ class Runner:
         if "restart" in (conf.get("on_failure"), conf.get("on_stall")):
             self.gpus = health.snapshot()
         argv = list(conf["launcher"]) + ["sh", "-c", command(self.job, nodes)]
-        ids = {}
+        ids: dict[str, Any] = {}
         if conf["in_image"]:
             # The engine runs as root, the ranks as the training user (trainops-run --user). A restart's container has a
             # name of its own: the last one may still be being removed.
@@ -179,6 +185,7 @@ class Runner:
                                       env=env, cwd="/", **ids)
         self.tee = subprocess.Popen(program("tee", self.job.name, str(attempt)), stdin=self.child.stdout, env=helper_env(), cwd="/",
                                     **self._as_user())
+        assert self.child.stdout is not None  # stdout=PIPE
         self.child.stdout.close()
 
     def end(self, runner: int | None = None) -> dict:
@@ -190,7 +197,7 @@ class Runner:
     def _answer_stall(self, answered: int | None) -> int | None:
         """The supervisor asks every node about a stall (its number, once per start): this node's diagnosis, as root (py-spy
         reads the ranks' memory), in the background while fail fast goes on."""
-        asked = (self.job.of_this_run(records.STALL_REQUEST) or {}).get("stall")
+        asked: int | None = (self.job.of_this_run(records.STALL_REQUEST) or {}).get("stall")
         if asked is None or asked == answered:
             return answered
         self.helpers.append(subprocess.Popen(program("diagnose", self.job.name, str(asked)), env=helper_env(), cwd="/"))
@@ -198,10 +205,13 @@ class Runner:
 
     def _sample(self, attempt: int) -> None:
         """One look at where this node's ranks spend their time; each window's shares to the node's perf record."""
+        sampler = self.sampler
+        if sampler is None:
+            return
         try:
-            self.sampler.sample()
-            if self.sampler.due():
-                self.job.write(self.job.node_path("perf"), dict(self.sampler.window(), run_id=self.job.run_id, node=self.job.node,
+            sampler.sample()
+            if sampler.due():
+                self.job.write(self.job.node_path("perf"), dict(sampler.window(), run_id=self.job.run_id, node=self.job.node,
                                                                 attempt=attempt))
         except OSError:
             pass  # a window not written (shared storage away a moment): the next one is
@@ -267,7 +277,8 @@ class Runner:
     def _silent(self, view: dict, waiting: float) -> bool:
         """Whether the supervisor has said nothing for train_supervisor_silence since its last look (its view's checked),
         or since this wait began (waiting) where it never looked: its node is gone, and no restart can come."""
-        return time.time() - max(view.get("checked") or 0, waiting) > self.job.conf["supervisor_silence"]
+        silence: float = self.job.conf["supervisor_silence"]
+        return time.time() - max(view.get("checked") or 0, waiting) > silence
 
     def _standby(self) -> dict:
         """A spare's part until a restart brings it in: the supervisor's restart that names this node, its stop, a user's

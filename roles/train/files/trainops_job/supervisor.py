@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any, Callable
 
 from . import _checkpoints, diagnosis, perf, records, report, torchrun, verdict
 
@@ -64,13 +65,14 @@ def unknown(since: float, now: float, floor: float) -> str | None:
 
 
 class Supervisor:
-    def __init__(self, job: records.Job, clock=time.time, sleep=time.sleep):
+    def __init__(self, job: records.Job, clock: Callable[[], float] = time.time, sleep: Callable[[float], object] = time.sleep):
         self.job, self.clock, self.sleep = job, clock, sleep
         watch = job.read(records.SUPERVISOR_VIEW, {})
         # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on).
+        fresh: dict[str, Any]
         fresh = {"run_id": job.run_id, "restarts": 0, "stalls": 0, "requests": 0, "attempt": 0, "nodes": list(job.starters),
                  "spares": list(job.spares), "since": round(clock(), 3), "checkpoint": self.newest_checkpoint(), "without_progress": 0}
-        self.watch = watch if watch.get("run_id") == job.run_id else fresh
+        self.watch: dict[str, Any] = watch if watch.get("run_id") == job.run_id else fresh
         self.watch.pop("ended", None)  # its runner's word once it has ended: this supervisor runs again
 
     def progresses(self) -> list:
@@ -98,10 +100,10 @@ class Supervisor:
                 return {node: answers.get(node) for node in nodes}
             self.sleep(1)
 
-    def event(self, **event) -> None:
+    def event(self, **event: Any) -> None:
         self.job.add_event(event, self.clock())
 
-    def request(self, action: str, **details) -> None:
+    def request(self, action: str, **details: Any) -> None:
         """The word every node's runner reads (control request): stop, or restart on the nodes named."""
         self.watch["requests"] += 1
         self.job.write(records.CONTROL_REQUEST, dict(details, run_id=self.job.run_id, action=action, id=self.watch["requests"]))
@@ -148,7 +150,7 @@ class Supervisor:
         watch = self.watch
         perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch["nodes"]}
         found = perf.bottleneck(perfs, now, watch["attempt"]) if now else None
-        watch["judged"] = bool(now) and perf.judged(perfs, now, watch["attempt"])
+        watch["judged"] = perf.judged(perfs, now, watch["attempt"]) if now else False
         ours = [p for p in perfs.values() if p and p.get("attempt", 0) == watch["attempt"]]
         watch["sampled"] = bool(ours)
         watch["ranks"] = sum(len(p.get("ranks") or {}) for p in ours) if len(ours) == len(perfs) else None  # every node's counted
@@ -284,9 +286,9 @@ class Supervisor:
         node), its runner answering over SSH as the training user (its report: alive, the part not ended for good)."""
         others = [n for n in nodes if n != self.job.node]
         reached = diagnosis.reach({n: self.job.conf["addresses"][n] for n in others})
-        answers = {}
+        answers: dict[str, Any] = {}
 
-        def ask(node):
+        def ask(node: str) -> None:
             try:
                 run = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", node, "/usr/local/bin/trainops-job",
                                       "report", self.job.name], capture_output=True, text=True, timeout=PROBE_TIMEOUT, check=False)
@@ -298,7 +300,7 @@ class Supervisor:
             thread.start()
         for thread in threads:
             thread.join()
-        out = {self.job.node: None} if self.job.node in nodes else {}
+        out: dict[str, str | None] = {self.job.node: None} if self.job.node in nodes else {}
         for node in others:
             answer = answers.get(node)
             out[node] = ("unreachable on the training network (%s)" % reached[node] if reached.get(node)
@@ -355,7 +357,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def wait(job: records.Job, seconds: float, sleep=time.sleep) -> str:
+def wait(job: records.Job, seconds: float, sleep: Callable[[float], object] = time.sleep) -> str:
     """train_action=watch: until every node's part has ended for good, the supervisor says stalled, or seconds pass."""
     deadline = time.monotonic() + seconds
     while True:

@@ -12,6 +12,7 @@ import re
 import select
 import sys
 import time
+from typing import Callable, TextIO
 
 from . import records
 from ._nccl_debug import parse_nccl_debug
@@ -32,14 +33,15 @@ def nccl_summary(lines: list) -> dict:
     return dict({key: parsed[key] for key in _NCCL_KEYS}, net_plugin=parsed["net_plugin"]["name"], warnings=parsed["warnings"][-3:])
 
 
-def tee(job: records.Job, source: int, log=sys.stderr, clock=time.time, attempt: int = 0) -> int:
+def tee(job: records.Job, source: int, log: TextIO = sys.stderr, clock: Callable[[], float] = time.time, attempt: int = 0) -> int:
     """Until source ends. The output never waits on the progress record: a failed write is retried with the next step.
     The record names the attempt and when its output began (attempt_at): the points after that are the attempt's."""
     path = job.node_path("progress")
     progress = Progress(job.node, job.run_id, job.conf.get("progress_pattern"), clock=clock,
                         record=job.of_this_run(path))  # a restart of this start: its steps so far stay
     progress.record.update(attempt=attempt, attempt_at=round(clock(), 3))
-    pending, written, partial, nccl, said = False, 0.0, "", [], 0
+    pending, written, partial, said = False, 0.0, "", 0
+    nccl: list[str] = []
     with open(job.node_path("log"), "ab", buffering=0) as out:
         while True:
             ready = select.select([source], [], [], 1.0)[0]

@@ -7,6 +7,8 @@ a stopped, exited or missing rank belongs to waits too: it is listed where it wa
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 # Seconds every node has to answer a stall with its diagnosis (the supervisor waits that long).
 DIAGNOSIS_WAIT = 30
 # Where a rank waits, named by the innermost frame in these modules (the collective called, or DDP's backward). DDP's
@@ -18,9 +20,9 @@ _WAIT_FILES = COLLECTIVE_FILES + (DDP_FILE,)
 _UNKNOWN = "an unknown place"
 
 
-def _ranges(numbers) -> str:
+def _ranges(numbers: Iterable[int]) -> str:
     """[0, 1, 2, 4, 5] -> "0-2, 4-5"."""
-    out = []
+    out: list[list[int]] = []
     for number in sorted(numbers):
         if out and number == out[-1][1] + 1:
             out[-1][1] = number
@@ -29,21 +31,22 @@ def _ranges(numbers) -> str:
     return ", ".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in out)
 
 
-def frames_of(stack) -> list:
+def frames_of(stack: list | None) -> list:
     """The main thread's frames, innermost first, from py-spy's JSON dump (a list of threads)."""
     threads = stack or []
     main = next((t for t in threads if t.get("thread_name") == "MainThread"), threads[0] if threads else None)
     return (main or {}).get("frames") or []
 
 
-def where(stack) -> str | None:
+def where(stack: list | None) -> str | None:
     """Where a rank's main thread is, from py-spy's JSON (a list of threads, innermost frame first): the collective
     it waits in, DDP's backward (whose gradient all-reduce Gloo and NCCL run under it), else its innermost frame."""
     frames = frames_of(stack)
     if not frames:
         return None
     for frame in frames:
-        name, filename = frame.get("name", "?"), frame.get("filename", "")
+        name: str = frame.get("name", "?")
+        filename: str = frame.get("filename", "")
         if any(part in filename for part in _WAIT_FILES) and not name.startswith("_"):
             return name
     for frame in frames:
@@ -92,7 +95,7 @@ def _open_since(procs: list) -> str:
 def behind(ranks: dict) -> dict:
     """{rank: why} for ranks whose flight recorder shows them short of the NCCL collective that others of the same
     process group wait in: they started #N, this one's newest is before it (a rank stuck outside any collective)."""
-    open_seq = {}
+    open_seq: dict[Any, int] = {}
     for proc in ranks.values():
         found = _open(proc)
         if found and found["seq"] is not None:
@@ -128,19 +131,21 @@ def _unreadable(diagnoses: dict, ranks: dict) -> str | None:
     return "stacks unreadable on %s: %s" % (", ".join(nodes), diagnoses[nodes[0]]["access"]["grant"])
 
 
-def verdict(step, diagnoses: dict, nodes: list) -> dict:
+def verdict(step: int | None, diagnoses: dict, nodes: list) -> dict:
     """The stall's verdict across nodes.
 
     diagnoses: {node: that node's diagnosis, or None when it did not answer}. Returns {text, culprits: [{rank, node,
     why}], waiting: {where: [rank]}, silent: [node]}.
     """
-    ranks, silent, world = {}, [n for n in nodes if diagnoses.get(n) is None], 0
+    ranks: dict[int, dict] = {}
+    silent, world = [n for n in nodes if diagnoses.get(n) is None], 0
     for node in nodes:
         for proc in (diagnoses.get(node) or {}).get("processes", []):
             if proc.get("rank") is not None:
                 ranks[proc["rank"]] = dict(proc, node=node)
                 world = max(world, proc.get("world_size") or 0)
-    waiting, culprits = {}, cut_off(diagnoses, nodes)
+    waiting: dict[str, list[int]] = {}
+    culprits = cut_off(diagnoses, nodes)
     for rank, proc in sorted(ranks.items()):
         if proc.get("state", "").startswith(("T", "t")):
             culprits.append({"rank": rank, "node": proc["node"], "why": "is stopped"})
