@@ -54,6 +54,13 @@ class Node:
         return json.loads(path.read_text()) if path.exists() else None
 
 
+def recorded_windows(folder: Path) -> tuple:
+    """Every node's window recorded in a folder (its runner's <node>.perf.json as written), and a moment just after the
+    last of them: what the supervisor judged them at."""
+    perfs = {path.name.split(".")[0]: json.loads(path.read_text()) for path in sorted(folder.glob("*.perf.json"))}
+    return perfs, max(window["at"] for window in perfs.values()) + 1.0
+
+
 def wait_for(check, seconds: float, what: str):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

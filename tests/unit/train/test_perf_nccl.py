@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, jobs
+from conftest import recorded_windows
 from trainops_job import perf
 
 DUMP = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "perf" / "h100x1-ddp-timed-rank1.flight-recorder"
@@ -131,16 +132,15 @@ def test_the_runners_own_window_recorded_on_the_gpu_machine_gives_the_jobs_busbw
 NODES_JOB = DUMP.parents[1] / "h100x1-nodes-job"
 
 
-def recorded_windows(case: str) -> tuple:
+def nodes_windows(case: str) -> tuple:
     """The four namespace nodes' last windows of tests/fixtures/gpu/h100x1-nodes-job/<case> and a moment just after."""
-    perfs = {path.name.split(".")[0]: json.loads(path.read_text()) for path in sorted((NODES_JOB / case).glob("*.perf.json"))}
-    return perfs, max(window["at"] for window in perfs.values()) + 1.0
+    return recorded_windows(NODES_JOB / case)
 
 
 def test_a_straggler_recorded_on_the_gpu_machine_is_named_from_nccls_times():
     """gpu2's rank multiplied 40 times as many matrices a step as the others (tests/device/bin/device-job-busbw): its
     ranks spend the least time in the all-reduce, the others wait there for it."""
-    perfs, now = recorded_windows("straggler")
+    perfs, now = nodes_windows("straggler")
     assert {node: perf._nccl_shares(perfs, [node])[node] for node in perfs} == {"gpu1": 1.0, "gpu2": 0.2, "gpu3": 0.921, "gpu4": 0.916}
     found = perf.bottleneck(perfs, now, 0)
     assert found["kind"] == "straggler" and found["node"] == "gpu2", found
@@ -152,7 +152,7 @@ def test_a_straggler_recorded_on_the_gpu_machine_is_named_from_nccls_times():
 def test_the_jobs_busbw_recorded_on_the_gpu_machine_is_within_10_percent_of_nccl_tests_on_the_same_nodes():
     """The sound job (a 64 MiB all-reduce a step on four namespace nodes over NCCL's sockets) against the ladder's
     all_reduce_perf on the same four nodes at its largest size, 64 MiB (verify_max_bytes=64M): issue 36's measure."""
-    perfs, now = recorded_windows("sound")
+    perfs, now = nodes_windows("sound")
     ladder = json.loads((NODES_JOB / "verify.json").read_text())
     found = perf.bottleneck(perfs, now, 0)
     assert found["kind"] == "communication-bound" and found["node"] is None, found

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
 from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs
-from conftest import Node
+from conftest import Node, recorded_windows
 from trainops_job import perf, verdict
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "train"
@@ -55,8 +55,7 @@ def replayed(case: str, tmp_path: Path) -> dict:
 
 def windows(case: str) -> tuple:
     """Every node's window as recorded at the verdict, and a moment just after the last of them."""
-    perfs = {path.name.split(".")[0]: json.loads(path.read_text()) for path in sorted((FIXTURES / case / "job").glob("*.perf.json"))}
-    return perfs, max(window["at"] for window in perfs.values()) + 1.0
+    return recorded_windows(FIXTURES / case / "job")
 
 
 def diagnoses(case: str) -> dict:
