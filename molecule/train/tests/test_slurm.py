@@ -6,12 +6,13 @@ import time
 
 import pytest
 # The units' job command (the torchrun rung's training script) is the batch job's too.
-from test_train_job import COMMAND
+from test_train_job import COMMAND, LIGHT
 from testbed_fixtures import CLUSTER, INVENTORY, playbook
 
 SHARED = INVENTORY.parent / ".state" / "shared"
 JOB = "slurm1"
-JOB_ARGS = ["-e", "train_job=%s" % JOB, "-e", "train_launcher=sbatch"]
+# The pre-flight and the report page are not this test's subject (test_train_job runs both as a user leaves them).
+JOB_ARGS = ["-e", "train_job=%s" % JOB, "-e", "train_launcher=sbatch", "-e", json.dumps(LIGHT)]
 
 
 def squeue(node):

@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+from test_train_job import LIGHT
 from testbed_fixtures import CLUSTER, INVENTORY, adhoc, playbook, timed
 
 JOB = "results"
@@ -24,7 +25,7 @@ CHECKPOINT = "checkpoints/step-000020.pt"
 
 
 def collect(*args, job=JOB):
-    return playbook("train.yml", "-e", "train_job=%s" % job, "-e", "train_action=collect", *args)
+    return playbook("train.yml", "-e", "train_job=%s" % job, "-e", "train_action=collect", "-e", "cluster_report_page=false", *args)
 
 
 def sha256(path):
@@ -45,7 +46,7 @@ def collected_ok(run, where=DEST):
 @pytest.fixture(name="finished", scope="module")
 def finished_fixture():
     """The job, started and run to its end (every node's exit record says 0), and its files on the cluster then."""
-    run = playbook("train.yml", "-e", "train_job=%s" % JOB, "-e", json.dumps(OPTIONS))
+    run = playbook("train.yml", "-e", "train_job=%s" % JOB, "-e", json.dumps(dict(OPTIONS, **LIGHT)))
     assert run.returncode == 0, run.stdout[-3000:]
     deadline = time.monotonic() + 180
     while not all((JOB_DIR / ("%s.exit" % node)).exists() for node in CLUSTER):
@@ -118,7 +119,7 @@ def test_collect_to_an_rsync_target_reached_from_the_first_node(node, finished):
 @pytest.fixture(name="empty", scope="module")
 def empty_fixture():
     """A job whose command ended before its first checkpoint: its records and no result."""
-    run = playbook("train.yml", "-e", "train_job=empty", "-e", json.dumps({"train_command": "true", "train_preflight": False}))
+    run = playbook("train.yml", "-e", "train_job=empty", "-e", json.dumps({"train_command": "true", **LIGHT}))
     assert run.returncode == 0, run.stdout[-3000:]
     deadline = time.monotonic() + 60
     while not all((SHARED / "jobs" / "empty" / ("%s.exit" % node)).exists() for node in CLUSTER):
@@ -135,7 +136,7 @@ def empty_fixture():
     (["-e", "train_job=empty"], "job empty has nothing to collect: no complete checkpoint in /mnt/shared/jobs/empty/checkpoints"),
 ])
 def test_bad_input_is_refused_naming_it(finished, empty, args, message):
-    run = playbook("train.yml", "-e", "train_job=%s" % JOB, "-e", "train_action=collect", *args)
+    run = collect(*args)
     assert run.returncode != 0 and message in run.stdout, run.stdout[-3000:]
     assert cluster_files() == finished
 
