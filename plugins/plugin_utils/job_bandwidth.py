@@ -8,6 +8,8 @@ that per-rank figure: algbw x 2(n-1)/n), so a node's bytes out on the training i
 
 from __future__ import annotations
 
+from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import COMMUNICATION
+
 # Below this share of the ladder's busbw the job's network is called slower than verified.
 SLOWER = 0.5
 
@@ -29,7 +31,7 @@ def against_ladder(slow: dict | None, rung: dict | None) -> str:
     against the ladder's busbw, or where the job times NCCL's collectives the busbw they reached; "" where either is
     missing."""
     nets, nccl = (slow or {}).get("net") or {}, (slow or {}).get("nccl")
-    if slow is None or slow.get("kind") != "communication-bound" or not (nets or nccl) or not rung:
+    if slow is None or slow.get("kind") != COMMUNICATION.name or not (nets or nccl) or not rung:
         return ""
     if nccl:
         # NCCL's own times (train_collective_timing): the busbw its collective reached, nccl-tests' figure itself.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import HEALTHY, NOT_JUDGED, UNEXPLAINED, UNEXPLAINED_EFFICIENCY
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
 from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, nccl_use
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
@@ -86,26 +87,20 @@ def verdict_scale(verdict: str) -> str | None:
     return "warn" if verdict.startswith(VERDICT_UNDER_WAY) else None
 
 
-# A size judged healthy (no class reached its bound) whose nodes each add less than this share of the smallest size's
-# throughput is not called healthy: something the classes do not see holds it back.
-UNEXPLAINED = 0.5
-
-
 def _unexplained(bound: dict | None, efficiency: float | None) -> dict | None:
-    """A healthy size's bound, unless its efficiency says otherwise (UNEXPLAINED): then what to look at."""
-    if (bound or {}).get("kind") != "healthy" or efficiency is None or efficiency >= UNEXPLAINED:
+    """A healthy size's bound, unless its efficiency says otherwise (a size judged healthy whose nodes each add less than
+    UNEXPLAINED_EFFICIENCY of the smallest size's throughput: something the classes do not see holds it back): then
+    what to look at."""
+    if (bound or {}).get("kind") != HEALTHY.name or efficiency is None or efficiency >= UNEXPLAINED_EFFICIENCY:
         return bound
-    return {"kind": "unexplained", "node": None, "text": (
-        "unexplained: no class reached its bound (input, checkpoints, collectives, a straggler), yet each node added %d %% "
-        "of the smallest size's throughput: look at what the ranks share (one GPU or CPU time-shared between nodes' ranks, a "
-        "host's memory bandwidth) and at the job's own scaling (a fixed global batch split over more ranks does less work a "
-        "step)" % round(100 * efficiency))}
+    return {"kind": UNEXPLAINED.name, "node": None, "text": "%s: %s, yet each node added %d %% of the smallest size's throughput: %s" % (
+        UNEXPLAINED.name, UNEXPLAINED.doing, round(100 * efficiency), UNEXPLAINED.advice)}
 
 
 def scale_table(events: list) -> list:
     """train_action=scale's sizes as the supervisor measured them: [{world, nodes, steps_per_second, speedup, efficiency,
     error, bound (what held the size back: perf.bottleneck's kind, node and text, "healthy", "unexplained" (healthy at
-    an efficiency below UNEXPLAINED), or None: not judged),
+    an efficiency below UNEXPLAINED_EFFICIENCY), or None: not judged),
     samples_per_second}], against the smallest size measured. Data parallel: every node does the same work in a step, so a step of k
     nodes does k nodes' work, and speedup = k * rate_k / (m * rate_m) for the smallest size m, efficiency = speedup * m / k
     (1.0: each added node adds a whole node's throughput)."""
@@ -132,7 +127,7 @@ def _samples(event: dict) -> float | None:
 def bound_word(bound: dict | None) -> str:
     """A size's class in a word or two: "communication-bound (node2)", "straggler (node3)", "healthy", "not judged"."""
     if not bound:
-        return "not judged"
+        return NOT_JUDGED
     return "%s (%s)" % (bound["kind"], bound["node"]) if bound.get("node") else bound["kind"]
 
 
@@ -148,13 +143,13 @@ def scale_rows(rows: list) -> list:
 def scale_notes(rows: list) -> list:
     """What held each size back, in full, for the sizes where something did: ["3 nodes: communication-bound: ..."]."""
     return ["%d node%s: %s" % (r["world"], "s" if r["world"] > 1 else "", r["bound"]["text"]) for r in rows
-            if (r.get("bound") or {}).get("kind", "healthy") != "healthy"]
+            if (r.get("bound") or {}).get("kind", HEALTHY.name) != HEALTHY.name]
 
 
 def _bound_said(row: dict) -> str:
     """What held a size back, where something did (a healthy or unjudged size adds nothing to the line)."""
     bound = row.get("bound") or {}
-    return ", " + bound_word(bound) if bound.get("kind", "healthy") != "healthy" else ""
+    return ", " + bound_word(bound) if bound.get("kind", HEALTHY.name) != HEALTHY.name else ""
 
 
 def scale_text(rows: list) -> str:

@@ -26,8 +26,9 @@ import pickle
 import re
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
+from . import _perf_classes as classes
 from ._flight_recorder import FLIGHT_WAIT, ask_dump, collective_times, flight_paths, load_dump, mtime
 from ._gpu_load import HW_REASONS, SW_REASONS
 from ._infiniband import read_infiniband
@@ -44,18 +45,12 @@ STACK_TIMEOUT = 2.0
 # A straggler: its ranks busy at least BUSY of the time, the other nodes' (their median) at least GAP less.
 BUSY = 0.75
 GAP = 0.3
-# Where a rank's main thread is, from its stack (innermost frame first): checkpoint I/O (torch.save and load,
-# torch.distributed.checkpoint, safetensors, DeepSpeed's checkpoint engine, or a function named save..., so that the
-# ranks waiting at the barrier inside a save count with it), its data (torch's DataLoader, Hugging Face datasets,
-# Megatron's datasets, webdataset), a collective (the stall verdict's files; DDP's gradient all-reduce runs under
-# backward: a rank waiting there waits for it), else compute (state R) or other (sleeping, or waiting elsewhere).
-_CHECKPOINT_FILES = ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors/", "deepspeed/runtime/checkpoint_engine/")
-_CHECKPOINT_NAMES = re.compile(r"(?:^|_)save(?:$|_)")
-_INPUT_FILES = ("torch/utils/data/", "/datasets/", "webdataset/")
+# Where a rank's main thread is, from its stack (innermost frame first): the places of the classes' table
+# (_perf_classes.PLACES: checkpoint I/O, its data), a collective (the stall verdict's files; DDP's gradient all-reduce
+# runs under backward: a rank waiting there waits for it), else compute (state R) or other (sleeping, or waiting
+# elsewhere).
 _BACKWARD_FILES = BACKWARD_FILES + (DDP_FILE,)
-# A node's ranks in one place at least this share of the stack looks make it the bottleneck's class (in bottleneck's
-# order); a window of fewer looks than MIN_LOOKS is not judged.
-BOUND = {"input": 0.4, "checkpoint": 0.25, "collective": 0.6}
+# A window of fewer stack looks than MIN_LOOKS is not judged (a class is named at its row's bound).
 MIN_LOOKS = 4
 # Windows kept in each node's perf record as its history (15 min at one a 10 s window): what status and the page show of
 # each node over time.
@@ -189,12 +184,12 @@ def place(stack: list | None, state: str) -> str:
         return "stopped"
     frames = frames_of(stack)
     files = [frame.get("filename") or "" for frame in frames]
-    if _in(files, _CHECKPOINT_FILES) or any(_CHECKPOINT_NAMES.search(frame.get("name") or "") for frame in frames):
-        return "checkpoint"
-    if _in(files, _INPUT_FILES):
-        return "input"
+    for row in classes.PLACES:
+        # re caches the compiled patterns: the table is read at every look, so a row added is a place at once.
+        if _in(files, row.files) or (row.functions and any(re.search(row.functions, frame.get("name") or "") for frame in frames)):
+            return row.place
     if _in(files, COLLECTIVE_FILES) or (state != "R" and _in(files, _BACKWARD_FILES)):
-        return "collective"
+        return classes.COMMUNICATION.place
     return "compute" if state == "R" else "other"
 
 
@@ -417,8 +412,8 @@ def straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     ratio = shares[node] / others if others > 0 else None
     # A share cannot pass 100 %: a straggler busy all the time may compute longer still than the ratio says.
     longer = "%s%.1fx" % ("at least " if shares[node] >= 0.95 else "", ratio) if ratio else None
-    text = "straggler: %s's ranks are busy %d %% of the time, the other nodes' %d %% (they wait for it)%s" % (
-        node, round(100 * shares[node]), round(100 * others), "; it computes %s longer per step" % longer if longer else "")
+    text = "%s: %s's ranks are busy %d %% of the time, the other nodes' %d %% (they wait for it)%s" % (
+        classes.STRAGGLER.name, node, round(100 * shares[node]), round(100 * others), "; it computes %s longer per step" % longer if longer else "")
     return {"node": node, "busy": round(shares[node], 3), "others": round(others, 3), "ratio": round(ratio, 2) if ratio else None,
             "text": text}
 
@@ -456,9 +451,9 @@ def gpu_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     named = ", ".join("%s's GPU %d at %d MHz of %d (%d %%%s)" % (
         n, g["index"], round(g["sm_mhz"]), g["sm_max_mhz"], round(100 * clock(g)),
         "; " + ", ".join(_held(g)) if _held(g) else "") for n, g in slow)
-    text = ("straggler: %s; %s; every data-parallel step waits for the slowest GPU: check its cooling and power "
+    text = ("%s: %s; %s; every data-parallel step waits for the slowest GPU: check its cooling and power "
             "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); a GPU that stays slow: ask the provider to replace it" % (
-                named, "the job's other busy GPUs at %d %% of their maximum clock (median of %d)" % (round(100 * others), len(rest))
+                classes.STRAGGLER.name, named, "the job's other busy GPUs at %d %% of their maximum clock (median of %d)" % (round(100 * others), len(rest))
                 if others is not None else "its clocks held back"))
     return {"node": node, "gpus": [[n, g["index"], g["sm_mhz"]] for n, g in slow], "others": others, "text": text}
 
@@ -471,17 +466,6 @@ def _gpus_busy(perfs: dict, nodes: list) -> str:
         return ""
     low, high = round(min(utils)), round(max(utils))
     return "; GPUs busy %s %%" % ("%d-%d" % (low, high) if low != high else low)
-
-
-_BOUND_TEXT = {
-    "input": ("input-bound", "wait for their data",
-              "stage the data on each node's local disk, or give the data loader more workers (num_workers)"),
-    "checkpoint": ("checkpoint-bound", "save or load checkpoints",
-                   "save less often, or asynchronously (torch.distributed.checkpoint.async_save)"),
-    "collective": ("communication-bound", "wait in collectives",
-                   "compare the job's interface with the ladder's figures (verify.yml); fewer, larger all-reduces "
-                   "(gradient accumulation) send less often"),
-}
 
 
 def shares(perfs: dict, now: float, attempt: int) -> dict | None:
@@ -515,7 +499,7 @@ def judged(perfs: dict, now: float, attempt: int) -> bool:
     places = shares(perfs, now, attempt)
     if not perfs or places is None or len(places) < len(perfs):
         return False
-    waiting = _bound("collective", places, len(perfs))
+    waiting = _bound(classes.COMMUNICATION, places, len(perfs))
     if waiting and waiting["node"] is not None:
         return False
     current = _current(perfs, now, attempt)
@@ -526,16 +510,17 @@ def judged(perfs: dict, now: float, attempt: int) -> bool:
     return True
 
 
-def _bound(kind: str, places: dict, nodes: int, said: str = "", source: str = "") -> dict | None:
-    """The class `kind` where some node's share reaches its bound: that node (the largest share) named, or every node
-    where each of the attempt's `nodes` reaches it (`said` goes before the advice; `source`, where the shares come from
-    if not the stacks, after the figures)."""
-    by_node = {node: figures.get(kind, 0.0) for node, figures in places.items()}
-    if not by_node or max(by_node.values()) < BOUND[kind]:
+def _bound(kind: classes.PerfClass, places: dict, nodes: int, said: str = "", source: str = "") -> dict | None:
+    """The class `kind` where some node's share of its place reaches its bound: that node (the largest share) named, or
+    every node where each of the attempt's `nodes` reaches it (`said` goes before the advice; `source`, where the shares
+    come from if not the stacks, after the figures)."""
+    by_node = {node: figures.get(kind.place, 0.0) for node, figures in places.items()}
+    bound = kind.bound if kind.bound is not None else 1.0
+    if not by_node or max(by_node.values()) < bound:
         return None
     node = max(by_node, key=lambda n: by_node[n])
-    name, doing, advice = _BOUND_TEXT[kind]
-    every = len(by_node) == nodes > 1 and min(by_node.values()) >= BOUND[kind]
+    name, doing, advice = kind.name, kind.doing, kind.advice
+    every = len(by_node) == nodes > 1 and min(by_node.values()) >= bound
     low, high = round(100 * min(by_node.values())), round(100 * by_node[node])
     share = "%d-%d %%" % (low, high) if every and low != high else "%d %%" % high
     figures = ", ".join("%s %d %%" % (n, round(100 * by_node[n])) for n in sorted(by_node))
@@ -614,51 +599,72 @@ def nccl_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     others = statistics.median(v for n, v in shares.items() if n != node)
     if others < NCCL_WAIT or others - shares[node] < GAP:
         return None
-    text = ("straggler: %s's ranks spend %d %% of the time in NCCL's collectives, the other nodes' %d %%: they wait there "
+    text = ("%s: %s's ranks spend %d %% of the time in NCCL's collectives, the other nodes' %d %%: they wait there "
             "for it (each call's time, NCCL's flight recorder); look at what %s does between collectives (its GPUs' clocks, "
-            "its data, its CPU)" % (node, round(100 * shares[node]), round(100 * others), node))
+            "its data, its CPU)" % (classes.STRAGGLER.name, node, round(100 * shares[node]), round(100 * others), node))
     return {"node": node, "share": shares[node], "others": others, "shares": shares, "text": text}
 
 
-_IN_PLACE = {"input": "the data loader", "checkpoint": "checkpoints' saves and loads"}
+class _Look(NamedTuple):
+    """What bottleneck's judges read: every node's windows, the time and attempt they are judged for, each node's share
+    of every place in its ranks' stacks (perf.shares; {} without stacks) and the nodes' current windows (perf._current)."""
+
+    perfs: dict
+    now: float
+    attempt: int
+    places: dict
+    current: dict
 
 
-def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
-    """What holds the job back while it runs: {kind, node (None for every node), ..., text}, or None when nothing does or
-    nothing could be judged (where stacks are read: not before every node's window holds them, perf.shares). First
-    checkpoints or input on every node: the rank that saves is busy while the others wait for it, which alone would
-    read as a straggler. Then the straggler (kind "straggler", perf.straggler's figures; where its ranks are mostly in
-    the data loader or a checkpoint, said too), then one node's checkpoints or input, then a GPU slower than its peers
-    (gpu_straggler: a GPU rank's busy share says nothing) or spends the least of its time in NCCL's collectives
-    (nccl_straggler), then communication, where every node's ranks wait in collectives (their stacks, else NCCL's own
-    times; some nodes' waiting alone is a wait for the others), with the node whose link is slow where one holds its
-    sends (perf._slow_link), what the training interface carries and the busbw NCCL's collectives reached."""
-    places = shares(perfs, now, attempt)
-    if places is None and any(rank.get("places") for ranks in _current(perfs, now, attempt).values() for rank in ranks):
-        return None  # stacks are read, but not yet in every node's window: judged with them, at the next windows
-    places = places or {}
-    found = [f for f in (_bound("checkpoint", places, len(perfs)), _bound("input", places, len(perfs))) if f]
-    every = [f for f in found if f["node"] is None]
-    if every:
-        return dict(every[0], text=every[0]["text"] + _gpus_busy(perfs, list(_current(perfs, now, attempt))))
-    lag = straggler(perfs, now, attempt)
-    if lag:
-        where = places.get(lag["node"]) or {}
-        place = max(_IN_PLACE, key=lambda p: where.get(p, 0.0))
-        if where.get(place, 0.0) >= BOUND[place]:
-            lag["text"] += "; %d %% of its ranks' time is in %s" % (round(100 * where[place]), _IN_PLACE[place])
-        return dict(lag, kind="straggler")
-    current = _current(perfs, now, attempt)
-    if found:  # one node's data or checkpoints: its GPUs idle while it waits, which must not read as a slow GPU
-        return dict(found[0], text=found[0]["text"] + _gpus_busy(perfs, list(current)))
-    slow_gpu = gpu_straggler(perfs, now, attempt) or nccl_straggler(perfs, now, attempt)
-    if slow_gpu:
-        return dict(slow_gpu, kind="straggler")
+def _place_everywhere(kind: classes.PerfClass, look: _Look) -> dict | None:
+    """A place's class on every node (EVERY): the GPUs' utilization said too."""
+    found = _bound(kind, look.places, len(look.perfs))
+    if not found or found["node"] is not None:
+        return None
+    return dict(found, text=found["text"] + _gpus_busy(look.perfs, list(look.current)))
+
+
+def _place_on_one(kind: classes.PerfClass, look: _Look) -> dict | None:
+    """A place's class on one node (ONE; the every-node rules came first): its GPUs idle while it waits, said."""
+    found = _bound(kind, look.places, len(look.perfs))
+    return dict(found, text=found["text"] + _gpus_busy(look.perfs, list(look.current))) if found else None
+
+
+def _busy_straggler(kind: classes.PerfClass, look: _Look) -> dict | None:
+    """The straggler by the ranks' busy shares (BUSY); where its ranks are mostly in a place (the data loader, a
+    checkpoint), said too."""
+    lag = straggler(look.perfs, look.now, look.attempt)
+    if not lag:
+        return None
+    where = look.places.get(lag["node"]) or {}
+    row = max(classes.PLACES, key=lambda r: where.get(r.place, 0.0))
+    if row.bound is not None and where.get(row.place, 0.0) >= row.bound:
+        lag["text"] += "; %d %% of its ranks' time is in %s" % (round(100 * where[row.place]), row.in_place)
+    return dict(lag, kind=kind.name)
+
+
+def _gpu_straggler(kind: classes.PerfClass, look: _Look) -> dict | None:
+    """A GPU slower than its peers (GPU_CLOCKS)."""
+    found = gpu_straggler(look.perfs, look.now, look.attempt)
+    return dict(found, kind=kind.name) if found else None
+
+
+def _nccl_straggler(kind: classes.PerfClass, look: _Look) -> dict | None:
+    """The node whose ranks spend the least of their time in NCCL's collectives (NCCL_TIMES)."""
+    found = nccl_straggler(look.perfs, look.now, look.attempt)
+    return dict(found, kind=kind.name) if found else None
+
+
+def _network(kind: classes.PerfClass, look: _Look) -> dict | None:
+    """Every node's ranks wait in collectives (NETWORK): their stacks, else NCCL's own times, with the node whose link
+    is slow where one holds its sends (perf._slow_link), what the training interface carries and the busbw NCCL's
+    collectives reached."""
+    perfs, current = look.perfs, look.current
     link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
     # Without the stacks' class, NCCL's own times (every node's ranks in collectives, as the stacks would say it).
-    timed = {node: {"collective": share} for node, share in _nccl_shares(perfs, list(current)).items()}
-    bound = (_bound("collective", places, len(perfs), link.get("text", ""))
-             or _bound("collective", timed, len(perfs), link.get("text", ""), "NCCL's flight recorder"))
+    timed = {node: {kind.place: share} for node, share in _nccl_shares(perfs, list(current)).items()}
+    bound = (_bound(kind, look.places, len(perfs), link.get("text", ""))
+             or _bound(kind, timed, len(perfs), link.get("text", ""), "NCCL's flight recorder"))
     if not bound or bound["node"] is not None:
         # Some nodes' ranks wait in the collective and another's do not: they wait for that node (stopped, or stuck
         # elsewhere: the stall's diagnosis names it), not for the network, which every rank would wait for.
@@ -677,3 +683,25 @@ def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
         bound.update(nccl=busbw, text=bound["text"] + nccl_text(busbw))
     bound["text"] += _gpus_busy(perfs, list(current))
     return bound
+
+
+# Each rule's scope (_perf_classes.RULES) and the judge of it.
+_JUDGES: dict[str, Callable[[classes.PerfClass, _Look], dict | None]] = {
+    classes.EVERY: _place_everywhere, classes.ONE: _place_on_one, classes.BUSY: _busy_straggler,
+    classes.GPU_CLOCKS: _gpu_straggler, classes.NCCL_TIMES: _nccl_straggler, classes.NETWORK: _network}
+
+
+def bottleneck(perfs: dict, now: float, attempt: int) -> dict | None:
+    """What holds the job back while it runs: {kind, node (None for every node), ..., text}, or None when nothing does or
+    nothing could be judged (where stacks are read: not before every node's window holds them, perf.shares). The
+    classes' rules (_perf_classes.RULES) are tried in their order, each by the judge of its scope; the first that holds
+    is said."""
+    places = shares(perfs, now, attempt)
+    if places is None and any(rank.get("places") for ranks in _current(perfs, now, attempt).values() for rank in ranks):
+        return None  # stacks are read, but not yet in every node's window: judged with them, at the next windows
+    look = _Look(perfs, now, attempt, places or {}, _current(perfs, now, attempt))
+    for rule in classes.RULES:
+        found = _JUDGES[rule.scope](rule.kind, look)
+        if found:
+            return found
+    return None

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _checkpoints, diagnosis, perf, records, report, torchrun, verdict
+from . import _checkpoints, _perf_classes, diagnosis, perf, records, report, torchrun, verdict
 
 # Seconds every node has to answer a stall with its diagnosis; a node silent after that "stopped answering".
 DIAGNOSIS_WAIT = verdict.DIAGNOSIS_WAIT
@@ -201,8 +201,9 @@ class Supervisor:
         # Samples per second where each rank's samples per step are known (the controller multiplies).
         found.update(ranks=watch.get("ranks"), samples_per_rank=plan.get("samples_per_rank"))
         # What held it back where that was named; healthy only where every node's stacks were judged; else not judged.
-        healthy = {"kind": "healthy", "node": None, "text": "nothing held it back"} if watch.get("judged") else None
-        found["bound"] = {k: slow[k] for k in ("kind", "node", "text")} if slow else healthy
+        healthy = _perf_classes.HEALTHY
+        healthy_bound = {"kind": healthy.name, "node": None, "text": healthy.doing} if watch.get("judged") else None
+        found["bound"] = {k: slow[k] for k in ("kind", "node", "text")} if slow else healthy_bound
         watch.setdefault("scale", []).append(found)
         self.event(event="scale", **found)
         size = len(watch["nodes"])
