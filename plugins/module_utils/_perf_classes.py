@@ -101,7 +101,6 @@ RULES = (
     Rule(INPUT, ONE, "one node's data: the same reason"),
     Rule(STRAGGLER, GPU_CLOCKS, "a GPU rank's busy share says nothing (it spins in CUDA's calls): its clocks do"),
     Rule(STRAGGLER, NCCL_TIMES, "the node whose ranks spend the least of their time in NCCL's collectives"),
-    Rule(COMMUNICATION, NETWORK, "last: only where every node's ranks wait in collectives is it the network; some nodes' "
-                               "waiting alone is a wait for the others (the stall's diagnosis names it)"),
+    Rule(COMMUNICATION, NETWORK, "last: only where every node's ranks wait in collectives is it the network; some "
+         "nodes' waiting alone is a wait for the others (the stall's diagnosis names it)"),
 )
-

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ansible_collections.trainops.cluster.plugins.module_utils._job_events import BY_SETTING, Event
 from ansible_collections.trainops.cluster.plugins.plugin_utils import burn_in
 from ansible_collections.trainops.cluster.plugins.plugin_utils.drift_compare import describe_row, format_value
 from ansible_collections.trainops.cluster.plugins.plugin_utils.jobs import verdict_scale
@@ -154,20 +155,16 @@ def _job_status(verdict: str) -> str:
     return {"fail": FAIL, "pass": PASS, "warn": WARN}.get(verdict_scale(verdict) or "", MISSING)
 
 
-# A stop the supervisor made names the setting that asked for it (train_action=stop, train_on_stall=stop, train_action=scale:
-# measured: the node program's records.py); its other stops say why (left out of a restart).
-_SETTING = "train_"
-
-
 def _stopped_line(stopped_by: str | None, nodes: dict) -> str | None:
     """What the table shows in place of a stopped node's last line, or None for a node nobody stopped: the last line of a
     part that was stopped is the signal's traceback (torchrun's "SignalException: Process 2 got signal: 15"), which reads
-    as a crash; it stays in the node's log."""
+    as a crash; it stays in the node's log. A stop a setting asked for names it (_job_events.BY_SETTING: "stopped by
+    train_action=stop"); the others say why ("stopped: left out of a restart")."""
     if not stopped_by:
         return None
     if stopped_by in nodes:
         return "stopped by %s's failure" % stopped_by
-    return ("stopped by %s" if stopped_by.startswith(_SETTING) else "stopped: %s") % stopped_by
+    return ("stopped by %s" if stopped_by in BY_SETTING else "stopped: %s") % stopped_by
 
 
 def _job_rows(report: dict, culprits: set) -> list:
@@ -193,29 +190,29 @@ def _job_origin(points: dict[str, list[Any]], events: list[dict[str, Any]]) -> f
 def _event_detail(event: dict[str, Any]) -> str:
     """An event's words for the page's event list: the diagnosis's verdict, or what the supervisor saw or did."""
     kind = event.get("event")
-    if kind == "diagnosis":
+    if kind == Event.DIAGNOSIS:
         return event.get("verdict") or ""
-    if kind == "stall":
+    if kind == Event.STALL:
         return "at step %s: no new step for %s s" % (event.get("step"), event.get("idle_seconds"))
-    if kind == "restart":
+    if kind == Event.RESTART:
         return "attempt %s of %s" % (event.get("attempt"), event.get("limit"))
-    if kind == "restart limit":
+    if kind == Event.RESTART_LIMIT:
         return "%s of %s restarts made" % (event.get("restarts"), event.get("limit"))
-    if kind == "slow":
+    if kind == Event.SLOW:
         return event.get("text") or ""
-    if kind == "spare joined":
+    if kind == Event.SPARE_JOINED:
         return "%s in place of %s" % (event.get("node"), event.get("replaces"))
-    if kind == "scale":
+    if kind == Event.SCALE:
         return "%s nodes: %s" % (event.get("world"), event.get("error") or "%s steps/s" % event.get("steps_per_second"))
     return event.get("why") or ""
 
 
 def _event_mark(event: dict[str, Any]) -> str | None:
     """The step plot's label for an event drawn as a vertical line there, or None for one it does not show."""
-    if event.get("event") == "stall":
-        return "stall"
-    if event.get("event") == "restart":
-        return "restart %s" % event.get("attempt")
+    if event.get("event") == Event.STALL:
+        return str(Event.STALL)
+    if event.get("event") == Event.RESTART:
+        return "%s %s" % (Event.RESTART, event.get("attempt"))
     return None
 
 
@@ -257,7 +254,7 @@ def _job_diagnosis(report: dict[str, Any], events: list[dict[str, Any]]) -> dict
     only in the text."""
     if not report.get("diagnosis"):
         return None
-    last: dict[str, Any] = next((event for event in reversed(events) if event.get("event") == "diagnosis"), {})
+    last: dict[str, Any] = next((event for event in reversed(events) if event.get("event") == Event.DIAGNOSIS), {})
     culprits = last.get("culprits") or []
     odd = [("rank %s (%s)" % (c["rank"], c.get("node"))) if c.get("rank") is not None else c["node"] for c in culprits
            if c.get("rank") is not None or c.get("node")]

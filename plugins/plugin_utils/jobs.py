@@ -8,17 +8,40 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.trainops.cluster.plugins.module_utils._job_events import Event, Watch, Word
 from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import HEALTHY, NOT_JUDGED, UNEXPLAINED, UNEXPLAINED_EFFICIENCY
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
 from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, nccl_use
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
-# train_action=scale's verdict, every size measured (or not all of them).
-SCALED = "scaled"
-SCALED_SHORT = "scaled in part"
+
+class Verdict(Word):
+    """The first words of a job's verdict (status()'s "verdict"): the rest says on which nodes, why, or what held it back."""
+
+    NO_SUCH_JOB = "no such job"
+    FAILED = "failed"
+    QUEUED = "queued in Slurm"
+    RESTARTING = "restarting"
+    STALLED = Watch.STALLED.value
+    RUNNING_ON = "running on"
+    RUNNING_SLOW = "running, slow"
+    PARTLY_RUNNING = "partly running"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    # train_action=scale's, every size measured (or not all of them).
+    SCALED = "scaled"
+    SCALED_IN_PART = "scaled in part"
+    STOPPED_AFTER_STALL = "stopped after a stall"
+    STOPPED = "stopped"
+
+
 # A node that gave no report of this start: its program not installed, or its part of an earlier start.
 NO_PART = "no part of this start"
 UNREACHABLE = "unreachable from the controller: no report"
+# A node's state as the controller sees it beside its report: Slurm has not started the batch job; a restart went on
+# without it (the rest of the state says why).
+QUEUED_STATE = "queued: "
+LEFT_OUT_STATE = "left out: "
 
 
 def preflight(nodes: list[str], launch_env_b64: dict[str, str | None], master: str, matrix: dict[str, Any] | None,
@@ -73,16 +96,17 @@ def progress_of(progress: dict[str, Any] | None, now: float) -> dict[str, Any]:
 # How a verdict stands, by its first words (the report page colours a job by it): failed, or stopped by the supervisor
 # after a stall; well (running on every node, or succeeded); under way but not well (queued, running on some nodes or
 # in a spare's place, stalled, restarting). Any other verdict (stopped by a user, no such job) is not judged.
-VERDICT_FAILED = ("failed", "stopped after a stall")
-VERDICT_WELL = ("running", "succeeded", SCALED)
-VERDICT_UNDER_WAY = ("partly running", "running on", "running, slow", "queued", "stalled", "restarting", SCALED_SHORT)
+VERDICT_FAILED = (Verdict.FAILED, Verdict.STOPPED_AFTER_STALL)
+VERDICT_WELL = (Verdict.RUNNING, Verdict.SUCCEEDED, Verdict.SCALED)
+VERDICT_UNDER_WAY = (Verdict.PARTLY_RUNNING, Verdict.RUNNING_ON, Verdict.RUNNING_SLOW, Verdict.QUEUED, Verdict.STALLED,
+                     Verdict.RESTARTING, Verdict.SCALED_IN_PART)
 
 
 def verdict_scale(verdict: str) -> str | None:
     """"fail", "pass" or "warn" for a verdict of status(), None for one that judges nothing."""
     if verdict.startswith(VERDICT_FAILED):
         return "fail"
-    if verdict in VERDICT_WELL or verdict.startswith(SCALED + ":"):
+    if verdict in VERDICT_WELL or verdict.startswith(Verdict.SCALED + ":"):
         return "pass"
     return "warn" if verdict.startswith(VERDICT_UNDER_WAY) else None
 
@@ -104,7 +128,7 @@ def scale_table(events: list) -> list:
     samples_per_second}], against the smallest size measured. Data parallel: every node does the same work in a step, so a step of k
     nodes does k nodes' work, and speedup = k * rate_k / (m * rate_m) for the smallest size m, efficiency = speedup * m / k
     (1.0: each added node adds a whole node's throughput)."""
-    found = [e for e in events if e.get("event") == "scale"]
+    found = [e for e in events if e.get("event") == Event.SCALE]
     base = next((e for e in found if e.get("steps_per_second")), None)
     rows = []
     for event in found:
@@ -160,47 +184,47 @@ def scale_text(rows: list) -> str:
     parts = ["%d node%s %sx%s (%d %%%s)" % (r["world"], "s" if r["world"] > 1 else "", r["speedup"], against if i == 1 else "",
                                             round(100 * r["efficiency"]), _bound_said(r)) for i, r in enumerate(measured) if i]
     missed = ["%d nodes not measured: %s" % (r["world"], r["error"]) for r in rows if r["error"]]
-    return "%s: %s" % (SCALED_SHORT if missed else SCALED, "; ".join([", ".join(parts) or "one size measured"] + missed))
+    return "%s: %s" % (Verdict.SCALED_IN_PART if missed else Verdict.SCALED, "; ".join([", ".join(parts) or "one size measured"] + missed))
 
 
 def _verdict(record: dict | None, per_node: dict, first: str | None, supervisor: dict, events: list, unsupervised: str | None = None) -> str:
     """The job's word from its nodes' parts; per_node leaves out the spares that no restart brought in."""
     states = {node: seen["state"] for node, seen in per_node.items()}
     running = [n for n, seen in per_node.items() if seen["running"]]
-    queued = next((s for s in states.values() if s.startswith("queued")), None)
+    queued = next((s for s in states.values() if s.startswith(QUEUED_STATE)), None)
     if record is None:
-        return "no such job"
+        return Verdict.NO_SUCH_JOB
     # The supervisor's guard ended the job instead of restarting it (crash loop, restart limit, too few nodes).
     # Or no restart can come: the supervisor's node is gone while parts wait for its word, or ended without it.
-    guard = next((e.get("why") for e in reversed(events) if e.get("event") == "stop" and e.get("guard")), None) or unsupervised
+    guard = next((e.get("why") for e in reversed(events) if e.get("event") == Event.STOP and e.get("guard")), None) or unsupervised
     if first or unsupervised:
-        return ("failed: %s failed first" % first if first else "failed") + ("; not restarted: %s" % guard if guard else "")
+        return ("%s: %s failed first" % (Verdict.FAILED, first) if first else Verdict.FAILED) + ("; not restarted: %s" % guard if guard else "")
     if queued:
-        return "queued in Slurm (%s)" % queued[len("queued: "):]
+        return "%s (%s)" % (Verdict.QUEUED, queued[len(QUEUED_STATE):])
     waiting = [n for n, seen in per_node.items() if seen["restarting"]]
     if waiting:
-        return "restarting: %s wait for the supervisor's restart" % ", ".join(waiting)
-    if running and supervisor.get("state") == "stalled":
-        return "stalled: no node logged a new step for %s s" % supervisor.get("stall_seconds")
-    if running and len(running) < len(states) and all(states[n].startswith("left out") for n in states if n not in running):
+        return "%s: %s wait for the supervisor's restart" % (Verdict.RESTARTING, ", ".join(waiting))
+    if running and supervisor.get("state") == Watch.STALLED:
+        return "%s: no node logged a new step for %s s" % (Verdict.STALLED, supervisor.get("stall_seconds"))
+    if running and len(running) < len(states) and all(states[n].startswith(LEFT_OUT_STATE) for n in states if n not in running):
         out = [n for n in states if n not in running]
-        joined = {e["node"]: e["replaces"] for e in events if e.get("event") == "spare joined" and e["node"] in running}
+        joined = {e["node"]: e["replaces"] for e in events if e.get("event") == Event.SPARE_JOINED and e["node"] in running}
         rest = [n for n in out if n not in joined.values()]
         if joined:
-            return "running on %d nodes: %s%s" % (len(running), ", ".join("%s (a spare) in place of %s" % item for item in joined.items()),
-                                                  "; %s left out" % ", ".join(rest) if rest else "")
-        return "running on %d of %d nodes (%s left out)" % (len(running), len(states), ", ".join(out))
+            spares = ", ".join("%s (a spare) in place of %s" % item for item in joined.items())
+            return "%s %d nodes: %s%s" % (Verdict.RUNNING_ON, len(running), spares, "; %s left out" % ", ".join(rest) if rest else "")
+        return "%s %d of %d nodes (%s left out)" % (Verdict.RUNNING_ON, len(running), len(states), ", ".join(out))
     if running and len(running) == len(states) and supervisor.get("slow"):
-        return "running, slow: %s" % supervisor["slow"]["text"]
+        return "%s: %s" % (Verdict.RUNNING_SLOW, supervisor["slow"]["text"])
     if running:
-        return "running" if len(running) == len(states) else "partly running: %s" % ", ".join(n for n in states if n not in running)
+        return Verdict.RUNNING if len(running) == len(states) else "%s: %s" % (Verdict.PARTLY_RUNNING, ", ".join(n for n in states if n not in running))
     if all(seen["rc"] == 0 and not seen["stopped_by"] for seen in per_node.values()):
-        return "succeeded"
-    if any(e.get("event") == "scaled" for e in events):
+        return Verdict.SUCCEEDED
+    if any(e.get("event") == Event.SCALED for e in events):
         return scale_text(scale_table(events))
-    if any(e.get("event") == "stop" for e in events):
-        return "stopped after a stall (train_on_stall)" + (": %s" % guard if guard else "")
-    return "stopped"
+    if any(e.get("event") == Event.STOP for e in events):
+        return "%s (train_on_stall)" % Verdict.STOPPED_AFTER_STALL + (": %s" % guard if guard else "")
+    return Verdict.STOPPED
 
 
 def _held_to_ladder(slow: dict, ladder: list | None, reports: dict) -> dict:
@@ -234,7 +258,8 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     not reach; ladder: the ladder's steps (verify.json), whose busbw on the job's nodes a communication-bound verdict is held
     against (job_bandwidth). Returns {rows: [[node, state, step, logged, steps/min, last line]], nodes: {node: {state, running,
     standby (a spare no restart brought in: shown, not judged), active (running or queued), failed, rc, stopped_by, ended,
-    not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict, first_failed,
+    not_restarted, log (its path), step, logged_seconds_ago, steps_per_minute, points}}, verdict (its first words a Verdict),
+    found (a job of that name), stalled (the verdict is), first_failed,
     stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
     verdict), starts ([{attempt, nodes, why}]: the start and every
     restart on the cluster, each with its nodes), slow (what holds the job back, perf.bottleneck, or None), scale,
@@ -251,9 +276,9 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     supervisor = dict(head.get("supervisor") or {})
     events = [e for e in (record or {}).get("events") or [] if e.get("run_id") == run_id]
     # Nodes a restart went on without (they did not answer): gone, or back with no part of this start.
-    left = {e["node"]: e.get("why") for e in events if e.get("event") == "left out"}
+    left = {e["node"]: e.get("why") for e in events if e.get("event") == Event.LEFT_OUT}
     # Spares (group cluster_spare) that no restart brought in stand by, or ended so: shown, not judged.
-    joined = {e["node"] for e in events if e.get("event") == "spare joined"}
+    joined = {e["node"] for e in events if e.get("event") == Event.SPARE_JOINED}
     spares = [n for n in (record or {}).get("spares") or [] if n not in joined]
     per_node, rows, logs = {}, [], {}
     for node in nodes:
@@ -262,14 +287,14 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
             report = {}  # no part of this start on that node (yet): an earlier start's, or none
         state = report.get("state") or (UNREACHABLE if node in (unreachable or []) else NO_PART)
         if node in left and not report.get("running"):
-            state = "left out: %s" % left[node]
+            state = LEFT_OUT_STATE + str(left[node])
         if (queue or {}).get("SlurmState") == "PENDING" and not report.get("ended"):
-            state = "queued: %s" % ((queue or {}).get("SlurmReason") or "waiting")
+            state = QUEUED_STATE + ((queue or {}).get("SlurmReason") or "waiting")
         logs[node] = report.get("log") or []
         seen = progress_of(report.get("progress"), report.get("now") or 0.0)
         standby = node in spares and (not report or bool(report.get("standby")))
         per_node[node] = dict(seen, state=state, running=bool(report.get("running")), standby=standby, active=bool(report.get("running")) or
-                              state.startswith("queued"), failed=bool(report.get("failed")), restarting=bool(report.get("restarting")),
+                              state.startswith(QUEUED_STATE), failed=bool(report.get("failed")), restarting=bool(report.get("restarting")),
                               rc=report.get("rc"), stopped_by=report.get("stopped_by"), ended=report.get("ended"), log=report.get("log_path"),
                               not_restarted=report.get("not_restarted"), nccl=nccl_use.said((report.get("progress") or {}).get("nccl")),
                               perf=report.get("perf") or [],
@@ -279,7 +304,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
                     + [logs[node][-1] if logs[node] else "-"])
     first = first_failed([n for n, seen in per_node.items() if seen["failed"]], logs, addresses,
                          {n: seen["ended"] for n, seen in per_node.items()})
-    diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == "diagnosis"), None)
+    diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == Event.DIAGNOSIS), None)
     note, unsupervised = supervisor.get("note"), None
     if record is not None and not reports.get(nodes[0]):
         note = "%s gave no report: the job's supervisor runs there, so no stall or failure is acted on while it is gone" % nodes[0]
@@ -290,8 +315,10 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     ours = {n: r for n, r in reports.items() if r and r.get("run_id") == run_id}
     if supervisor.get("slow"):
         supervisor["slow"] = _held_to_ladder(supervisor["slow"], ladder, ours)
-    verdict = _verdict(record, judged, first, supervisor, events, unsupervised)
-    return {"rows": rows, "nodes": per_node, "verdict": verdict, "first_failed": first, "findings": nccl_use.findings(ours),
+    # A plain str: Ansible stores only its own types, and the word of a Verdict is a str already.
+    verdict = str(_verdict(record, judged, first, supervisor, events, unsupervised))
+    return {"rows": rows, "nodes": per_node, "verdict": verdict, "found": record is not None, "stalled": verdict.startswith(Verdict.STALLED),
+            "first_failed": first, "findings": nccl_use.findings(ours),
             "stall_seconds": supervisor.get("stall_seconds"), "slow": supervisor.get("slow"), "note": note, "events": events,
             "diagnosis": diagnosis,
             "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled), "scale_notes": scale_notes(scaled),
@@ -312,4 +339,4 @@ def starts(record: dict | None, events: list) -> list:
         return []
     found = [{"attempt": 0, "nodes": record.get("nodes") or [], "why": "start"}]
     return found + [{"attempt": e.get("attempt"), "nodes": e.get("nodes") or found[-1]["nodes"], "why": e.get("why")}
-                    for e in events if e.get("event") == "restart"]
+                    for e in events if e.get("event") == Event.RESTART]

@@ -17,6 +17,8 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from ansible_collections.trainops.cluster.plugins.module_utils._job_events import Event
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -146,7 +148,7 @@ def _draw_steps(series: Sequence[Sequence[Any]], marks: Iterable[Sequence[Any]])
                       color=BUSBW if index == 0 else "C%d" % index, alpha=1 if named else 0.5)
         # Each marker named at its line's top: stalls repeat, and a legend entry per restart would hide the lines.
         for at, label in marks:
-            axes.axvline(at, color=RESTART if label.startswith("restart") else STALL, linestyle="--", linewidth=1.2)
+            axes.axvline(at, color=RESTART if label.startswith(Event.RESTART) else STALL, linestyle="--", linewidth=1.2)
             axes.annotate(label, (at, 1), xycoords=("data", "axes fraction"), xytext=(2, -2), textcoords="offset points",
                           rotation=90, va="top", fontsize=8)
         axes.set_xlabel("seconds since the first step")

@@ -14,19 +14,24 @@ import time
 
 from trainops_job import perf
 
+# Run ids of this test process alone: the sampler reads every process of the machine, and another suite's ranks (a
+# second checkout's tests running beside) must not count as this one's.
+RUN = "r1-%d" % os.getpid()
+OTHER_RUN = "r2-%d" % os.getpid()
+
 BUSY = "while True: pass"
 WAITS = "import time\nwhile True: time.sleep(0.05)"
 
 
-def rank(code: str, number: int, node: str = "node1", run_id: str = "r1") -> subprocess.Popen:
+def rank(code: str, number: int, node: str = "node1", run_id: str = RUN) -> subprocess.Popen:
     env = dict(os.environ, TRAINOPS_RUN_ID=run_id, TRAINOPS_NODE=node, RANK=str(number), LOCAL_RANK=str(number))
     return subprocess.Popen([sys.executable, "-c", code], env=env)
 
 
 def test_a_rank_that_computes_is_busy_and_one_that_waits_is_not():
-    ranks = [rank(BUSY, 0), rank(WAITS, 1), rank(BUSY, 2, node="node2"), rank(BUSY, 3, run_id="r2")]
+    ranks = [rank(BUSY, 0), rank(WAITS, 1), rank(BUSY, 2, node="node2"), rank(BUSY, 3, run_id=OTHER_RUN)]
     try:
-        sampler = perf.Sampler("r1", "node1")
+        sampler = perf.Sampler(RUN, "node1")
         time.sleep(0.3)
         for dummy in range(20):
             sampler.sample()
@@ -184,7 +189,7 @@ def test_the_sampler_looks_at_the_stacks_once_in_stack_every_seconds():
 
     try:
         time.sleep(0.3)
-        sampler = perf.Sampler("r1", "node1", clock=lambda: now[0], stack=stack)
+        sampler = perf.Sampler(RUN, "node1", clock=lambda: now[0], stack=stack)
         for dummy in range(20):
             sampler.sample()
             now[0] += 0.5
@@ -203,7 +208,7 @@ def test_a_stack_not_read_is_said_in_the_window():
     ranks = [rank("import time\ntime.sleep(60)", 0)]
     try:
         time.sleep(0.3)
-        sampler = perf.Sampler("r1", "node1", clock=lambda: 1000.0, stack=lambda pid: (None, "Permission denied (os error 13)"))
+        sampler = perf.Sampler(RUN, "node1", clock=lambda: 1000.0, stack=lambda pid: (None, "Permission denied (os error 13)"))
         sampler.sample()
         window = sampler.window()
     finally:
@@ -218,11 +223,11 @@ def test_the_training_interfaces_bytes_are_counted_in_the_ranks_network_namespac
             "client = socket.create_connection(server.getsockname()); peer, _ = server.accept()\n"
             "while True:\n    client.sendall(b'x' * 2000000); got = 0\n"
             "    while got < 2000000: got += len(peer.recv(1 << 20))\n    time.sleep(0.1)\n")
-    env = dict(os.environ, TRAINOPS_RUN_ID="r1", TRAINOPS_NODE="node1", RANK="0", LOCAL_RANK="0", GLOO_SOCKET_IFNAME="lo")
+    env = dict(os.environ, TRAINOPS_RUN_ID=RUN, TRAINOPS_NODE="node1", RANK="0", LOCAL_RANK="0", GLOO_SOCKET_IFNAME="lo")
     process = subprocess.Popen([sys.executable, "-c", code], env=env)
     try:
         time.sleep(0.5)
-        sampler = perf.Sampler("r1", "node1")
+        sampler = perf.Sampler(RUN, "node1")
         for dummy in range(6):
             sampler.sample()
             time.sleep(0.5)
@@ -245,7 +250,7 @@ def test_what_the_ranks_wait_to_send_is_read_from_their_sockets():
     process = rank(code, 0)
     try:
         time.sleep(1.0)
-        sampler = perf.Sampler("r1", "node1")
+        sampler = perf.Sampler(RUN, "node1")
         for dummy in range(3):
             sampler.sample()
             sampler.stacked -= perf.STACK_EVERY  # a look at every sample

@@ -52,6 +52,7 @@ def test_a_new_row_is_a_new_class(monkeypatch):
                                    "tokenize their text", "tokenize once before the run (tokenized_path)", "the tokenizer")
     monkeypatch.setattr(classes, "PLACES", classes.PLACES + (tokenizing,))
     monkeypatch.setattr(classes, "RULES", (classes.Rule(tokenizing, classes.EVERY, "a test's"),) + classes.RULES)
+
     def stack(name: str, filename: str) -> list:  # py-spy's dump: threads, their frames innermost first
         return [{"thread_name": "MainThread", "frames": [{"name": name, "filename": filename, "line": 1}]}]
 

@@ -21,13 +21,17 @@ from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwi
 from conftest import recorded_windows
 from trainops_job import perf
 
+# Run ids of this test process alone: the sampler reads every process of the machine, and another suite's ranks (a
+# second checkout's tests running beside) must not count as this one's.
+RUN = "r1-%d" % os.getpid()
+
 DUMP = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "perf" / "h100x1-ddp-timed-rank1.flight-recorder"
 
 
 def test_the_sampler_asks_each_rank_for_a_dump_once_a_window_and_reads_its_collectives(tmp_path):
     """A rank (a real process with the runner's variables) whose watchdog, played by a thread, answers its pipe with the
     recorded dump, as torch does: the window carries the collectives' times and their share of the time since the last."""
-    env = dict(os.environ, TRAINOPS_RUN_ID="r1", TRAINOPS_NODE="node1", RANK="3", LOCAL_RANK="0", TORCH_NCCL_ENABLE_TIMING="1",
+    env = dict(os.environ, TRAINOPS_RUN_ID=RUN, TRAINOPS_NODE="node1", RANK="3", LOCAL_RANK="0", TORCH_NCCL_ENABLE_TIMING="1",
                TORCH_NCCL_DEBUG_INFO_PIPE_FILE="%s/p-rank" % tmp_path, TORCH_FR_DUMP_TEMP_FILE="%s/d-rank" % tmp_path)
     os.mkfifo("%s/p-rank3.pipe" % tmp_path)
     reader = os.open("%s/p-rank3.pipe" % tmp_path, os.O_RDONLY | os.O_NONBLOCK)
@@ -48,7 +52,7 @@ def test_the_sampler_asks_each_rank_for_a_dump_once_a_window_and_reads_its_colle
     thread.start()
     clock = [1000.0]
     try:
-        sampler = perf.Sampler("r1", "node1", clock=lambda: clock[0])
+        sampler = perf.Sampler(RUN, "node1", clock=lambda: clock[0])
         time.sleep(0.3)
         sampler.sample()  # the rank is found: not asked before TIMING_EVERY
         clock[0] += perf.TIMING_EVERY

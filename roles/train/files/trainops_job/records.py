@@ -17,21 +17,24 @@ import pwd
 import re
 from typing import Any, Callable
 
+from ._job_events import StopReason, Watch
+
 # Where the role writes each job's settings (NAME.json), and this node's runner keeps its pid and marks. Moved for
 # tests and unusual layouts through these variables.
 CONF_DIR = os.environ.get("TRAINOPS_JOB_CONF_DIR", "/etc/trainops/jobs")
 RUN_DIR = os.environ.get("TRAINOPS_JOB_RUN_DIR", "/run/trainops/jobs")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
-# Why a node's part was stopped (its exit record's stopped_by): the name of the node that failed first, or one of these.
-USER_STOP = "train_action=stop"
-STALL_STOP = "train_on_stall=stop"
+# Why a node's part was stopped (its exit record's stopped_by): the name of the node that failed first, or one of the
+# reasons the controller reads too (_job_events.StopReason).
+USER_STOP = StopReason.USER
+STALL_STOP = StopReason.STALL
 # A restart went on without this node (it did not answer the supervisor's probe, or its GPU failed).
-LEFT_OUT = "left out of a restart"
+LEFT_OUT = StopReason.LEFT_OUT
 # A spare's standby ended with the job's supervision, no restart having brought it in.
-NOT_NEEDED = "not needed: the job's supervision ended"
+NOT_NEEDED = StopReason.NOT_NEEDED
 # train_action=scale: every size measured (or one could not be), the supervisor ended the run.
-SCALED = "train_action=scale: measured"
+SCALED = StopReason.SCALED
 # Why a failed part ended for good with no restart (its exit record's not_restarted): the supervisor, on the first
 # node, gave no word for train_supervisor_silence (its node lost).
 SUPERVISOR_SILENT = "the supervisor is silent"
@@ -69,8 +72,9 @@ def state(exit_record: dict | None, running: bool, lost: bool = False, standby: 
     if exit_record is None:
         return LOST if lost else NOT_STARTED
     by = exit_record.get("stopped_by")
-    shown = {USER_STOP: "stopped", STALL_STOP: "stopped: stalled", LEFT_OUT: "stopped: left out of the restart",
-             NOT_NEEDED: "standby ended: " + NOT_NEEDED, SCALED: "stopped: scaling measured"}.get(by or "") or (
+    said: dict[str, str] = {USER_STOP: "stopped", STALL_STOP: "stopped: %s" % Watch.STALLED, LEFT_OUT: "stopped: left out of the restart",
+                            NOT_NEEDED: "standby ended: " + NOT_NEEDED, SCALED: "stopped: scaling measured"}
+    shown = said.get(by or "") or (
         "stopped: %s failed" % by if by else "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"])
     if exit_record.get("not_restarted"):
         return shown + "; not restarted: %s" % exit_record["not_restarted"]

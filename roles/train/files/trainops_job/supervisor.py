@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable
 
 from . import _checkpoints, _perf_classes, diagnosis, perf, records, report, torchrun, verdict
+from ._job_events import Event, Watch, WatchEnd
 
 # Seconds every node has to answer a stall with its diagnosis; a node silent after that "stopped answering".
 DIAGNOSIS_WAIT = verdict.DIAGNOSIS_WAIT
@@ -113,15 +114,15 @@ class Supervisor:
         job, watch = self.job, self.watch
         watch["stalls"] += 1
         step, idle = stall
-        self.event(event="stall", step=step, idle_seconds=idle, stall_seconds=seconds)
+        self.event(event=Event.STALL, step=step, idle_seconds=idle, stall_seconds=seconds)
         job.write(records.STALL_REQUEST, {"run_id": job.run_id, "stall": watch["stalls"], "step": step})
         found = verdict.verdict(step, self.diagnoses(watch["stalls"]), watch["nodes"])
-        self.event(event="diagnosis", step=step, verdict=found["text"], culprits=found["culprits"])
+        self.event(event=Event.DIAGNOSIS, step=step, verdict=found["text"], culprits=found["culprits"])
         print(found["text"], flush=True)
         if job.conf["on_stall"] == "restart":
             self.restart("a stall at step %s (train_on_stall: restart)" % step)
         elif job.conf["on_stall"] == "stop":
-            self.event(event="stop", why="stalled (train_on_stall: stop)")
+            self.event(event=Event.STOP, why="stalled (train_on_stall: stop)")
             self.request("stop")
 
     def failure(self, now: float) -> None:
@@ -141,7 +142,7 @@ class Supervisor:
         # name (Gloo: "Connection closed by peer [addr]"), else the one that ended first.
         logs = {n: report.log_tail(self.job.node_path("log", n)) for n in watch["nodes"]}
         first = torchrun.first_failed(failed, logs, self.job.conf["addresses"], {n: ended[n].get("ended") for n in failed})
-        self.event(event="failure", attempt=watch["attempt"], nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
+        self.event(event=Event.FAILURE, attempt=watch["attempt"], nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
         self.restart("%s failed first (train_on_failure: restart)" % first)
 
     def slow(self, now: float | None) -> None:
@@ -156,7 +157,7 @@ class Supervisor:
         watch["ranks"] = sum(len(p.get("ranks") or {}) for p in ours) if len(ours) == len(perfs) else None  # every node's counted
         last = watch.get("slow") or {}
         if found and (last.get("kind"), last.get("node")) != (found["kind"], found["node"]):
-            self.event(event="slow", **found)
+            self.event(event=Event.SLOW, **found)
             print("slow: %s" % found["text"], flush=True)
         watch["slow"] = found
 
@@ -205,7 +206,7 @@ class Supervisor:
         healthy_bound = {"kind": healthy.name, "node": None, "text": healthy.doing} if watch.get("judged") else None
         found["bound"] = {k: slow[k] for k in ("kind", "node", "text")} if slow else healthy_bound
         watch.setdefault("scale", []).append(found)
-        self.event(event="scale", **found)
+        self.event(event=Event.SCALE, **found)
         size = len(watch["nodes"])
         larger = [n for n in records.scale_sizes(plan, len(self.job.nodes)) if n > size]
         if larger and "error" not in found:
@@ -215,7 +216,7 @@ class Supervisor:
             watch["attempt"], watch["nodes"] = watch["requests"], nodes
             return
         watch["scaled"] = True
-        self.event(event="scaled", sizes=[r["world"] for r in watch["scale"]])
+        self.event(event=Event.SCALED, sizes=[r["world"] for r in watch["scale"]])
         self.request("stop", by=records.SCALED)
 
     def gone(self, nodes: list, waited: float) -> bool:
@@ -234,20 +235,20 @@ class Supervisor:
         if newest is not None and newest > (watch["checkpoint"] if watch["checkpoint"] is not None else -1):
             watch["checkpoint"], watch["without_progress"] = newest, 0
         if watch["restarts"] >= limit:
-            self.event(event="restart limit", restarts=watch["restarts"], limit=limit)
+            self.event(event=Event.RESTART_LIMIT, restarts=watch["restarts"], limit=limit)
             return self.stop("the restart limit (%d)" % limit)
         if watch["without_progress"] >= int(conf["restarts_without_progress"]):
             text = "crash loop: %d restarts, no checkpoint %s" % (
                 watch["without_progress"], "after step %s" % watch["checkpoint"] if watch["checkpoint"] is not None else "at all")
-            self.event(event="crash loop", restarts=watch["without_progress"], checkpoint=watch["checkpoint"], why=text)
+            self.event(event=Event.CRASH_LOOP, restarts=watch["without_progress"], checkpoint=watch["checkpoint"], why=text)
             return self.stop(text)
         answers = self.gpu_faults(self.probe(watch["nodes"] + watch.setdefault("spares", [])))
         for node in watch["nodes"]:
             if answers[node]:
-                self.event(event="left out", node=node, why=answers[node])
+                self.event(event=Event.LEFT_OUT, node=node, why=answers[node])
         nodes = self.replaced(watch["nodes"], answers)
         if len(nodes) < int(conf["min_nodes"]):
-            self.event(event="too few nodes", nodes=nodes, min_nodes=int(conf["min_nodes"]))
+            self.event(event=Event.TOO_FEW_NODES, nodes=nodes, min_nodes=int(conf["min_nodes"]))
             return self.stop("%d of %d nodes can take part, train_min_nodes is %d" % (len(nodes), len(watch["nodes"]), int(conf["min_nodes"])))
         watch["restarts"] += 1
         watch["without_progress"] += 1
@@ -255,7 +256,7 @@ class Supervisor:
         watch.pop("failed_at", None)
         self.request("restart", nodes=nodes, why=why)
         watch["attempt"], watch["nodes"] = watch["requests"], nodes
-        self.event(event="restart", attempt=watch["restarts"], limit=limit, nodes=nodes, world=len(nodes), why=why,
+        self.event(event=Event.RESTART, attempt=watch["restarts"], limit=limit, nodes=nodes, world=len(nodes), why=why,
                    checkpoint=watch["checkpoint"])
         return None
 
@@ -265,7 +266,7 @@ class Supervisor:
         watch = self.watch
         for spare in watch["spares"]:
             if answers[spare]:
-                self.event(event="spare unfit", node=spare, why=answers[spare])
+                self.event(event=Event.SPARE_UNFIT, node=spare, why=answers[spare])
         ready = [s for s in watch["spares"] if answers[s] is None]
         out = []
         for node in nodes:
@@ -273,13 +274,13 @@ class Supervisor:
                 out.append(node)
             elif ready:
                 out.append(ready.pop(0))
-                self.event(event="spare joined", node=out[-1], replaces=node)
+                self.event(event=Event.SPARE_JOINED, node=out[-1], replaces=node)
         watch["spares"] = ready
         return out
 
     def stop(self, why: str) -> None:
         """The guard: no restart (its limit, a crash loop, too few nodes); every node's part ends for good."""
-        self.event(event="stop", why=why, guard=True)
+        self.event(event=Event.STOP, why=why, guard=True)
         self.request("stop")
 
     def probe(self, nodes: list) -> dict:
@@ -322,13 +323,13 @@ class Supervisor:
         seconds = stall_seconds(self.job.conf, seen)
         stall = stalled(seen, seconds, now, watch.get("restarted_at"))
         last_step_at = max((p["step_at"] for p in seen if p.get("step_at")), default=None)
-        state = "progressing" if last_step_at else "waiting for the first step"
+        state = Watch.PROGRESSING if last_step_at else Watch.WAITING
         # A new stall needs a new step or a restart since the last one judged.
         if stall and judged != (last_step_at, watch["restarts"]) and not self.ended():
             judged = (last_step_at, watch["restarts"])
             self.act(stall, seconds)
         if stall and judged == (last_step_at, watch["restarts"]):
-            state = "stalled"
+            state = Watch.STALLED
         self.slow(now if last_step_at and not stall else None)
         if self.job.conf.get("scale"):
             self.scaling(now)
@@ -365,11 +366,11 @@ def wait(job: records.Job, seconds: float, sleep: Callable[[float], object] = ti
         view = job.of_this_run(records.SUPERVISOR_VIEW) or {}
         # A node a restart went on without (powered off, say) may never record its end: the nodes of the last start count.
         if all((job.exit_record(n) or {}).get("final", False) for n in view.get("nodes") or job.nodes):
-            return "ended"
-        if view.get("state") == "stalled":
-            return "stalled"
+            return WatchEnd.ENDED
+        if view.get("state") == Watch.STALLED:
+            return WatchEnd.STALLED
         if time.monotonic() >= deadline:
-            return "watching"
+            return WatchEnd.WATCHING
         sleep(2)
 
 
