@@ -40,6 +40,15 @@ _TOPO_GPU = re.compile(r"^GPU(\d+)$")
 _TOPO_SPLIT = re.compile(r"\t| {2,}")
 _TOPO_NIC_LEGEND = re.compile(r"^(NIC\d+):\s*(\S+)$")
 _XID = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)\): (\d+)(?:,\s*(.*))?$")
+
+# The Xid table, one for the doctor and the job runner (NVIDIA's Xid catalog, "Resolution Bucket",
+# https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, and the drain checks of its Health Validation,
+# https://docs.nvidia.com/health-validation/reference/checks/xid.md). Out of service: the GPU needs a reset, the node
+# a reboot, or the part a service; the doctor fails the node and a restart leaves it out. Application: the program's
+# own faults (13, 31) or a channel it ended (43, 45); the GPU stays fit to start again, the doctor warns. Any other
+# Xid: the doctor warns, naming it to be looked up; a restart takes the node.
+OUT_OF_SERVICE_XIDS = frozenset((46, 48, 62, 63, 64, 74, 79, 92, 95, 119, 120, 140, 154))
+APPLICATION_XIDS = frozenset((13, 31, 43, 45))
 _PROC_VERSION = re.compile(r"^NVRM version:\s*(.*?)\s+(\d+(?:\.\d+)+)\s")
 _TOPO_AFFINITY_COLUMNS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
 # nvidia-smi 580 does not put the compute capability in -q -x; read it if a later schema adds it.

@@ -12,11 +12,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, Collection, Iterable
 
+from ansible_collections.trainops.cluster.plugins.module_utils.gpu import APPLICATION_XIDS, OUT_OF_SERVICE_XIDS
 from ansible_collections.trainops.cluster.plugins.plugin_utils import gpu_health, inventory, storage_peers
 from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm as slurm_state
 
-# Xid errors that an application causes (bad memory access, a kernel of its own killed): worth a look, not a drain.
-APPLICATION_XIDS = (13, 31, 43, 45)
 CHECKS = ("reachable", "versions", "names", "ssh", "interface", "ranks", "ports", "limits", "storage", "plan", "gpus",
           "slurm", "stacks")
 # What lets root read the ranks' stacks where the kernel gives no reason of its own (py-spy failed all the same).
@@ -315,9 +314,18 @@ def gpus(node: str, facts: dict[str, Any] | None, expected: int | None) -> list[
                            "Check nvidia-smi and the driver; a missing GPU often follows an Xid 79 (fell off the bus)."))
     xids = facts.get("xid_errors") or []
     if xids:
-        status = "warn" if all(x["xid"] in APPLICATION_XIDS for x in xids) else "fail"
-        out.append(finding("gpus", node, status, "Xid errors since boot: %s" % ", ".join("%s on %s" % (x["xid"], x["pci"]) for x in xids[:5]),
-                           "Look up the Xid in NVIDIA's table; drain the node if it repeats."))
+        # The Xid table the job runner reads too (module_utils/gpu.py): a node this fails, a restart leaves out.
+        broken = sorted({x["xid"] for x in xids if x["xid"] in OUT_OF_SERVICE_XIDS})
+        strange = sorted({x["xid"] for x in xids} - OUT_OF_SERVICE_XIDS - APPLICATION_XIDS)
+        if broken:
+            fix = ("Xid %s takes a GPU out of service: reset it (nvidia-smi -r) or reboot the node, and ask the provider to replace "
+                   "a GPU that fails again; a job's restart leaves this node out until then." % ", ".join(map(str, broken)))
+        elif strange:
+            fix = "Look up Xid %s in NVIDIA's table; drain the node if it repeats." % ", ".join(map(str, strange))
+        else:
+            fix = "The program's own fault (Xid 13, 31, 43, 45): the GPU stays fit; look at the job's log."
+        out.append(finding("gpus", node, "fail" if broken else "warn",
+                           "Xid errors since boot: %s" % ", ".join("%s on %s" % (x["xid"], x["pci"]) for x in xids[:5]), fix))
     gpus = facts.get("gpus") or []
     problems = [p for gpu in gpus for p in gpu_health.problems(gpu)] + gpu_health.among(gpus)
     out.extend(finding("gpu health", node, p["status"], gpu_health.text(p), p["fix"]) for p in problems)

@@ -91,7 +91,7 @@ def test_the_supervisor_puts_a_spare_that_answers_in_the_place_of_a_node_left_ou
                       {"event": "spare joined", "node": "node5", "replaces": "node2"},
                       {"event": "restart", "nodes": ["node1", "node5", "node3"], "why": "node2 failed first (train_on_failure: restart)"}]
     # Used or unfit, no spare is left for a later restart.
-    assert judge.watch["spares"] == [] and judge.watch["nodes"] == ["node1", "node5", "node3"]
+    assert judge.watch.spares == [] and judge.watch.nodes == ["node1", "node5", "node3"]
 
 
 def test_without_a_spare_left_the_restart_goes_on_with_fewer_nodes_or_stops(cluster):

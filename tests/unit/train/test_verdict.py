@@ -13,10 +13,17 @@ from pathlib import Path
 
 from helpers.sockets import filtered, free_ports
 from trainops_job import diagnosis, records, supervisor, verdict
+from trainops_job.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "stall"
 NODES = ["node1", "node2", "node3"]
+
+
+def job_settings(**values) -> Settings:
+    """A job's settings with the role's defaults but these."""
+    return Settings.read(dict({"job": "j1", "node": "node1", "nodes": ["node1"], "run_id": "r1", "job_dir": "/nonexistent", "user": "train"},
+                              **values))
 
 
 def recorded():
@@ -25,9 +32,9 @@ def recorded():
 
 def test_the_stall_time_is_derived_from_the_steps_with_a_floor():
     steps = [{"points": [[float(t), t // 2 + 1, None] for t in range(0, 40, 2)]}]  # a step every 2 s
-    assert supervisor.stall_seconds({"stall_floor": 5, "stall_factor": 10}, steps) == 20.0
-    assert supervisor.stall_seconds({"stall_floor": 120, "stall_factor": 10}, steps) == 120.0
-    assert supervisor.stall_seconds({"stall_seconds": 15, "stall_floor": 120}, steps) == 15.0
+    assert supervisor.stall_seconds(job_settings(stall_floor=5, stall_factor=10), steps) == 20.0
+    assert supervisor.stall_seconds(job_settings(stall_floor=120, stall_factor=10), steps) == 120.0
+    assert supervisor.stall_seconds(job_settings(stall_seconds=15, stall_floor=120), steps) == 15.0
 
 
 def test_a_stall_is_judged_only_after_a_step_and_anew_after_a_restart():

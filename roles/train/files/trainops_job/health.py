@@ -12,11 +12,6 @@ import subprocess
 
 from . import gpu
 
-# Xids after which the GPU needs a reset, the node a reboot, or the part a service (NVIDIA's Xid catalog, "Resolution
-# Bucket", https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, and the drain checks of its Health
-# Validation, https://docs.nvidia.com/health-validation/reference/checks/xid.md). Others (13 and 31, the program's own
-# faults; 43 and 45, a channel ended) end the program but leave the GPU fit to start again.
-OUT_OF_SERVICE_XIDS = frozenset((46, 48, 62, 63, 64, 74, 79, 92, 95, 119, 120, 140, 154))
 TIMEOUT = 20
 
 
@@ -53,7 +48,7 @@ def faults(before: dict | None, after: dict | None) -> list:
         return []
     events, last = after["xids"], (before["xids"] or [None])[-1]
     seen = max((i for i, event in enumerate(events) if event == last), default=-1) if last else -1
-    found = ["Xid %d on PCI:%s (%s)" % (e["xid"], e["pci"], e["message"]) for e in events[seen + 1:] if e["xid"] in OUT_OF_SERVICE_XIDS]
+    found = ["Xid %d on PCI:%s (%s)" % (e["xid"], e["pci"], e["message"]) for e in events[seen + 1:] if e["xid"] in gpu.OUT_OF_SERVICE_XIDS]
     found += ["GPU %s: %d new uncorrected ECC errors" % (index, count - before["ecc"].get(index, 0))
               for index, count in sorted(after["ecc"].items()) if count > before["ecc"].get(index, count)]
     return found

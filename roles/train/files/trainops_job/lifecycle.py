@@ -18,14 +18,14 @@ from . import records, runner
 def prepare(job: records.Job) -> None:
     """Before every node starts: the job's folder and its checkpoints' (as the training user), this node's records of an
     earlier start gone, and the job record written by the first node, so that a status right after the start reads it."""
-    job.makedirs(job.dir, job.conf["checkpoint_dir"], job.path(records.FLIGHT_RECORDER))
+    job.makedirs(job.dir, job.conf.checkpoint_dir, job.path(records.FLIGHT_RECORDER))
     job.remove(*(job.node_path(kind) for kind in ("exit", "stopped_by", "progress", "diagnosis", "perf")))
     job.unmark("stopping")
     job.unmark("pid")  # an earlier start's runner that ended without its record
     job.unmark("attempt")
     job.unmark("standby")
     if job.first:
-        job.write(records.JOB_RECORD, dict(job.conf["record"], run_id=job.run_id, events=[]))
+        job.write(records.JOB_RECORD, dict(job.conf.record, run_id=job.run_id, events=[]))
 
 
 def runner_pid(job: records.Job) -> int | None:
@@ -65,12 +65,12 @@ def stopping(job: records.Job) -> None:
 def stop(job: records.Job) -> dict:
     """This node's part stopped (its runner ends the command and records it), and what is left of it swept."""
     pid = runner_pid(job)
-    if pid and job.conf["supervisor"] == "systemd":
+    if pid and job.conf.supervisor == "systemd":
         subprocess.run(["systemctl", "stop", "trainops-job@%s.service" % job.name], check=False,
-                       timeout=job.conf["stop_timeout"] + 30)
+                       timeout=job.conf.stop_timeout + 30)
     elif pid:
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + job.conf["stop_timeout"]
+        deadline = time.monotonic() + job.conf.stop_timeout
         while runner_pid(job) and time.monotonic() < deadline:
             time.sleep(0.2)
     return dict(sweep(job), stopped=bool(pid), running=runner_pid(job) is not None)

@@ -18,6 +18,7 @@ import re
 from typing import Any, Callable
 
 from ._job_events import StopReason, Watch
+from .settings import Settings
 
 # Where the role writes each job's settings (NAME.json), and this node's runner keeps its pid and marks. Moved for
 # tests and unusual layouts through these variables.
@@ -121,30 +122,32 @@ def write_json(path: str, data: Any) -> None:
 
 
 class Job:
-    """One job as this node knows it: its settings (NAME.json, written by the role) and its files."""
+    """One job as this node knows it: its settings (NAME.json, written by the role, as one typed record) and its files."""
 
-    def __init__(self, conf: dict):
-        self.conf = conf
-        self.name: str = conf["job"]
-        self.node: str = conf["node"]
-        self.run_id: str = conf["run_id"]
-        self.dir: str = conf["job_dir"]
+    def __init__(self, conf: Settings | dict):
+        self.conf = conf if isinstance(conf, Settings) else Settings.read(conf)
+        conf = self.conf
+        self.name: str = conf.job
+        self.node: str = conf.node
+        self.run_id: str = conf.run_id
+        self.dir: str = conf.job_dir
         # The world of the first start, and the spares that a restart may bring in (group cluster_spare).
-        self.nodes: list[str] = conf["nodes"]
-        self.spares: list[str] = conf.get("spares") or []
+        self.nodes: list[str] = conf.nodes
+        self.spares: list[str] = conf.spares or []
         self.members: list[str] = self.nodes + self.spares
         self.first = self.node == self.nodes[0]
         # train_action=scale: the nodes of the first size start; the others stand by until a larger size names them.
-        scale = conf.get("scale")
+        scale = conf.scale
         self.starters = self.nodes[:scale_sizes(scale, len(self.nodes))[0]] if scale else self.nodes
-        self.user = pwd.getpwnam(conf["user"])
+        self.user = pwd.getpwnam(conf.user)
 
     @classmethod
     def load(cls, name: str) -> Job:
         if not NAME_RE.match(name or ""):
             raise ValueError("bad job name %s" % name)
-        with open(os.path.join(CONF_DIR, name + ".json")) as handle:
-            return cls(json.load(handle))
+        path = os.path.join(CONF_DIR, name + ".json")
+        with open(path) as handle:
+            return cls(Settings.read(json.load(handle), path))
 
     # --- paths -----------------------------------------------------------------------------------------------------
 
@@ -182,7 +185,7 @@ class Job:
     @property
     def peers(self) -> dict:
         """The other nodes' addresses on the training network."""
-        return {node: address for node, address in self.conf["addresses"].items() if node != self.node}
+        return {node: address for node, address in self.conf.addresses.items() if node != self.node}
 
     def stopped_by_mark(self) -> str | None:
         """The node whose failure stopped this node's part (a peer said so: stop-local)."""

@@ -42,7 +42,7 @@ def helper_env() -> dict:
 def checkpoint_dir(job: records.Job, nodes: list) -> str:
     """Where the command checkpoints: the job's directory; train_action=scale gives each size one of its own, so that
     every size starts afresh (a checkpoint of another world size is not resumed)."""
-    return "%s/scale-%d-nodes" % (job.conf["checkpoint_dir"], len(nodes)) if job.conf.get("scale") else job.conf["checkpoint_dir"]
+    return "%s/scale-%d-nodes" % (job.conf.checkpoint_dir, len(nodes)) if job.conf.scale else job.conf.checkpoint_dir
 
 
 def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
@@ -51,17 +51,17 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
     recorder = "%s/%s/%s-rank" % (job.dir, records.FLIGHT_RECORDER, node)
     # NCCL's choice of network and transports, logged as each communicator is set up (train_nccl_debug): the node's
     # log carries it, tee sums it up for status.
-    nccl = {"NCCL_DEBUG": conf["nccl_debug"]} if conf.get("nccl_debug") else {}
+    nccl = {"NCCL_DEBUG": conf.nccl_debug} if conf.nccl_debug else {}
     # The flight recorder times each collective (CUDA events around its kernel); the sampler reads the times from a dump
     # it asks for once a window (perf.Sampler): train_collective_timing.
-    if conf.get("collective_timing") and conf["flight_recorder_entries"] > 0:
+    if conf.collective_timing and conf.flight_recorder_entries > 0:
         nccl["TORCH_NCCL_ENABLE_TIMING"] = "1"
     return dict(nccl, **{
         "TRAINOPS_RUN_ID": job.run_id, "TRAINOPS_NODE": node, "TRAINOPS_JOB": job.name, "TRAINOPS_ATTEMPT": str(attempt),
         "TRAINOPS_CHECKPOINT_DIR": checkpoint_dir(job, nodes),
         # LLaMA-Factory reads RDZV_ID and MAX_RESTARTS (the c10d elastic launch); without FORCE_TORCHRUN it runs a node
         # with one GPU as a job of its own instead of a part of this one.
-        "RDZV_ID": job.run_id, "MAX_RESTARTS": str(conf["max_restarts"]), "FORCE_TORCHRUN": "1",
+        "RDZV_ID": job.run_id, "MAX_RESTARTS": str(conf.max_restarts), "FORCE_TORCHRUN": "1",
         # Unbuffered Python: the ranks write to a pipe, block-buffered otherwise, so steps would reach the log (and the
         # stall judge) in bursts of kilobytes.
         "PYTHONUNBUFFERED": "1",
@@ -71,7 +71,7 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
         # The pipes are on the node's own /tmp (inside the image, its own): a FIFO on shared storage may be impossible,
         # and torch ends the rank when it cannot make one.
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        "TORCH_FR_BUFFER_SIZE": str(conf["flight_recorder_entries"]), "TORCH_NCCL_TRACE_BUFFER_SIZE": str(conf["flight_recorder_entries"]),
+        "TORCH_FR_BUFFER_SIZE": str(conf.flight_recorder_entries), "TORCH_NCCL_TRACE_BUFFER_SIZE": str(conf.flight_recorder_entries),
         "TORCH_FR_DUMP_TEMP_FILE": recorder, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": recorder,
         "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/tmp/trainops-%s-%s-rank" % (job.run_id, node),
     })
@@ -82,14 +82,14 @@ def command(job: records.Job, nodes: list) -> str:
     (LLaMA-Factory: its Trainer would take the highest-numbered one, complete or not), and on these nodes alone where a
     restart left some out (NNODES, NODE_RANK, WORLD_SIZE and MASTER_ADDR for this attempt only, over the node's launch environment)."""
     conf = job.conf
-    text: str = conf["command"]
-    resume = conf.get("resume") or {}
+    text: str = conf.command
+    resume = conf.resume or {}
     if resume.get("argument"):
         latest = _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["latest"]
         text += " resume_from_checkpoint=%s/%s" % (resume["dir"], latest) if latest else ""
     if nodes != job.nodes:
         # The rendezvous master stays where it was unless its node is the one left out: then the first node left serves.
-        master = conf["master_addr"] if conf["master_addr"] in [conf["addresses"][n] for n in nodes] else conf["addresses"][nodes[0]]
+        master = conf.master_addr if conf.master_addr in [conf.addresses[n] for n in nodes] else conf.addresses[nodes[0]]
         text = ('NNODES=%d NODE_RANK=%d MASTER_ADDR=%s WORLD_SIZE=$((%d * ${NPROC_PER_NODE:-1})); '
                 'export NNODES NODE_RANK MASTER_ADDR WORLD_SIZE; %s' % (len(nodes), nodes.index(job.node), master, len(nodes), text))
     return text
@@ -166,18 +166,18 @@ class Runner:
         self.nodes, self.sampler = nodes, perf.Sampler(self.job.run_id, self.job.node, stack=stack,
                                                        gpus=gpu_reader.Reader(smi) if smi else None)
         conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt, nodes))
-        if conf.get("scale"):
+        if conf.scale:
             self.job.makedirs(checkpoint_dir(self.job, nodes))
-        if "restart" in (conf.get("on_failure"), conf.get("on_stall")):
+        if "restart" in (conf.on_failure, conf.on_stall):
             self.gpus = health.snapshot()
-        argv = list(conf["launcher"]) + ["sh", "-c", command(self.job, nodes)]
+        argv = list(conf.launcher) + ["sh", "-c", command(self.job, nodes)]
         ids: dict[str, Any] = {}
-        if conf["in_image"]:
+        if conf.in_image:
             # The engine runs as root, the ranks as the training user (trainops-run --user). A restart's container has a
             # name of its own: the last one may still be being removed.
             name = "%s-%s%s" % (self.job.run_id, self.job.node, "-%d" % attempt if attempt else "")
             passed = [word for key in sorted(job_env(self.job, attempt, nodes)) for word in ("--env", key)]
-            env["TRAINOPS_RUN_OPTS"] = " ".join(["--name", name] + passed + list(conf["run_opts"]))
+            env["TRAINOPS_RUN_OPTS"] = " ".join(["--name", name] + passed + list(conf.run_opts))
         else:
             ids = self._as_user()
             env.update(HOME=self.job.user.pw_dir, USER=self.job.user.pw_name, LOGNAME=self.job.user.pw_name)
@@ -191,7 +191,7 @@ class Runner:
     def end(self, runner: int | None = None) -> dict:
         """The job's processes on this node ended (inside the image too), its own before the engine's; the runner's
         shell around the command (runner: its pid) gets no SIGTERM: it passes on the command's own exit status."""
-        return processes.end_run("TRAINOPS_RUN_ID", self.job.run_id, grace=self.job.conf["stop_grace"],
+        return processes.end_run("TRAINOPS_RUN_ID", self.job.run_id, grace=self.job.conf.stop_grace,
                                  having="TRAINOPS_NODE=%s" % self.job.node, spare=os.getpid() if runner is None else runner)
 
     def _answer_stall(self, answered: int | None) -> int | None:
@@ -248,7 +248,7 @@ class Runner:
             if peer:
                 # Time first for this node's torchrun to report its own ranks' end (its agent looks every 5 s): when this
                 # node's rank was the one that died, its part ends on its own, failed, and is not called stopped.
-                if not self._outlived(self.job.conf["fail_grace"]):
+                if not self._outlived(self.job.conf.fail_grace):
                     return None, None, answered
                 self.job.write_text(self.job.node_path("stopped_by"), peer + "\n")
                 self.end()
@@ -277,7 +277,7 @@ class Runner:
     def _silent(self, view: dict, waiting: float) -> bool:
         """Whether the supervisor has said nothing for train_supervisor_silence since its last look (its view's checked),
         or since this wait began (waiting) where it never looked: its node is gone, and no restart can come."""
-        silence: float = self.job.conf["supervisor_silence"]
+        silence: float = self.job.conf.supervisor_silence
         return time.time() - max(view.get("checked") or 0, waiting) > silence
 
     def _standby(self) -> dict:
@@ -362,7 +362,7 @@ class Runner:
             asked = (request.get("by") or records.STALL_STOP) if request else None  # the supervisor's reason, where it gave one
             by = records.USER_STOP if user else (job.stopped_by_mark() or peer or asked)
             # A part that failed, or was stopped by a peer's failure, waits for the supervisor's word where failures restart.
-            failure = not user and not request and (rc != 0 or by) and job.conf.get("on_failure") == "restart"
+            failure = not user and not request and (rc != 0 or by) and job.conf.on_failure == "restart"
             restart = request if request and request["action"] == "restart" else None
             if not restart:
                 faults = health.faults(self.gpus, health.snapshot()) if failure else []
@@ -397,7 +397,7 @@ class Runner:
     def _tell_peers(self, attempt: int) -> None:
         """This node failed on its own: every peer ends its part now, told over SSH as the training user (quicker than
         its view of shared storage, which the exit record also tells it)."""
-        time.sleep(self.job.conf["fail_grace"])  # as in _watch, for the peers' own reports
+        time.sleep(self.job.conf.fail_grace)  # as in _watch, for the peers' own reports
         tells = [subprocess.Popen(["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", peer, "/usr/local/bin/trainops-job",
                                    "stop-local", self.job.name, self.job.node, str(attempt)],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 from . import _checkpoints, _perf_classes, diagnosis, perf, records, report, torchrun, verdict
 from ._job_events import Event, Watch, WatchEnd
+from .settings import Settings
+from .view import View
 
 # Seconds every node has to answer a stall with its diagnosis; a node silent after that "stopped answering".
 DIAGNOSIS_WAIT = verdict.DIAGNOSIS_WAIT
@@ -32,17 +34,17 @@ PROBE_TIMEOUT = 20
 BOUND_WAIT = 3 * perf.WINDOW
 
 
-def stall_seconds(conf: dict, progresses: list) -> float:
+def stall_seconds(conf: Settings, progresses: list) -> float:
     """The stall time: stall_seconds when set, else stall_factor times the median seconds per step seen, at least
     stall_floor (a checkpoint or an evaluation takes several steps' time)."""
-    if conf.get("stall_seconds"):
-        return float(conf["stall_seconds"])
+    if conf.stall_seconds:
+        return float(conf.stall_seconds)
     gaps = []
     for progress in progresses:
         points = progress.get("points") or []
         gaps += [(b[0] - a[0]) / max(1, b[1] - a[1]) for a, b in zip(points, points[1:]) if b[1] > a[1]]
-    derived = float(conf["stall_factor"]) * statistics.median(gaps) if gaps else 0.0
-    return round(max(float(conf["stall_floor"]), derived), 1)
+    derived = float(conf.stall_factor) * statistics.median(gaps) if gaps else 0.0
+    return round(max(float(conf.stall_floor), derived), 1)
 
 
 def stalled(progresses: list, seconds: float, now: float, restarted_at: float | None = None) -> tuple | None:
@@ -68,30 +70,32 @@ def unknown(since: float, now: float, floor: float) -> str | None:
 class Supervisor:
     def __init__(self, job: records.Job, clock: Callable[[], float] = time.time, sleep: Callable[[float], object] = time.sleep):
         self.job, self.clock, self.sleep = job, clock, sleep
-        watch = job.read(records.SUPERVISOR_VIEW, {})
-        # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on).
-        fresh: dict[str, Any]
-        fresh = {"run_id": job.run_id, "restarts": 0, "stalls": 0, "requests": 0, "attempt": 0, "nodes": list(job.starters),
-                 "spares": list(job.spares), "since": round(clock(), 3), "checkpoint": self.newest_checkpoint(), "without_progress": 0}
-        self.watch: dict[str, Any] = watch if watch.get("run_id") == job.run_id else fresh
-        self.watch.pop("ended", None)  # its runner's word once it has ended: this supervisor runs again
+        found = job.of_this_run(records.SUPERVISOR_VIEW)
+        # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on); a
+        # runner's word alone (ended, written where no supervisor had looked yet) is no view.
+        if found and "nodes" in found:
+            self.watch = View.read(found, job.path(records.SUPERVISOR_VIEW))
+        else:
+            self.watch = View(run_id=job.run_id, nodes=list(job.starters), spares=list(job.spares), since=round(clock(), 3),
+                              checkpoint=self.newest_checkpoint())
+        self.watch.ended = False  # its runner's word once it has ended: this supervisor runs again
 
     def progresses(self) -> list:
         return [p for p in (self.job.of_this_run(self.job.node_path("progress", n)) for n in self.job.members) if p]
 
     def ended(self) -> dict:
         """{node: its exit record} of the nodes whose part of the current attempt has ended."""
-        found = {n: self.job.exit_record(n) for n in self.watch["nodes"]}
-        return {n: r for n, r in found.items() if r and r.get("attempt", 0) == self.watch["attempt"]}
+        found = {n: self.job.exit_record(n) for n in self.watch.nodes}
+        return {n: r for n, r in found.items() if r and r.get("attempt", 0) == self.watch.attempt}
 
     def newest_checkpoint(self) -> int | None:
         """The step of the newest complete checkpoint the job's command resumes from, or None."""
-        resume = self.job.conf.get("resume") or {}
+        resume = self.job.conf.resume or {}
         return _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["step"] if resume.get("dir") else None
 
     def diagnoses(self, stall: int, wait: float = DIAGNOSIS_WAIT) -> dict:
         """Every node's answer to the stall, waiting up to wait seconds; None for a node that did not answer."""
-        nodes, answers, deadline = self.watch["nodes"], {}, time.monotonic() + wait
+        nodes, answers, deadline = self.watch.nodes, {}, time.monotonic() + wait
         while True:
             for node in nodes:
                 found = self.job.of_this_run(self.job.node_path("diagnosis", node))
@@ -106,22 +110,22 @@ class Supervisor:
 
     def request(self, action: str, **details: Any) -> None:
         """The word every node's runner reads (control request): stop, or restart on the nodes named."""
-        self.watch["requests"] += 1
-        self.job.write(records.CONTROL_REQUEST, dict(details, run_id=self.job.run_id, action=action, id=self.watch["requests"]))
+        self.watch.requests += 1
+        self.job.write(records.CONTROL_REQUEST, dict(details, run_id=self.job.run_id, action=action, id=self.watch.requests))
 
     def act(self, stall: tuple, seconds: float) -> None:
         """A stall: recorded, diagnosed on every node, and acted on as train_on_stall says."""
         job, watch = self.job, self.watch
-        watch["stalls"] += 1
+        watch.stalls += 1
         step, idle = stall
         self.event(event=Event.STALL, step=step, idle_seconds=idle, stall_seconds=seconds)
-        job.write(records.STALL_REQUEST, {"run_id": job.run_id, "stall": watch["stalls"], "step": step})
-        found = verdict.verdict(step, self.diagnoses(watch["stalls"]), watch["nodes"])
+        job.write(records.STALL_REQUEST, {"run_id": job.run_id, "stall": watch.stalls, "step": step})
+        found = verdict.verdict(step, self.diagnoses(watch.stalls), watch.nodes)
         self.event(event=Event.DIAGNOSIS, step=step, verdict=found["text"], culprits=found["culprits"])
         print(found["text"], flush=True)
-        if job.conf["on_stall"] == "restart":
+        if job.conf.on_stall == "restart":
             self.restart("a stall at step %s (train_on_stall: restart)" % step)
-        elif job.conf["on_stall"] == "stop":
+        elif job.conf.on_stall == "stop":
             self.event(event=Event.STOP, why="stalled (train_on_stall: stop)")
             self.request("stop")
 
@@ -130,55 +134,56 @@ class Supervisor:
         (or has not within the time fail fast takes), the supervisor restarts the job or stops it."""
         watch, ended = self.watch, self.ended()
         failed = sorted(n for n, r in ended.items() if not r.get("final", True) and r["rc"] != 0 and not r.get("stopped_by"))
-        if not failed or watch.get("decided") == watch["attempt"]:
+        if not failed or watch.decided == watch.attempt:
             return
-        watch.setdefault("failed_at", now)
-        patience = self.job.conf["fail_grace"] + self.job.conf["stop_grace"] + 15
-        waiting = [n for n in watch["nodes"] if n not in ended]
-        if waiting and now - watch["failed_at"] < patience and not self.gone(waiting, now - watch["failed_at"]):
+        if watch.failed_at is None:
+            watch.failed_at = now
+        patience = self.job.conf.fail_grace + self.job.conf.stop_grace + 15
+        waiting = [n for n in watch.nodes if n not in ended]
+        if waiting and now - watch.failed_at < patience and not self.gone(waiting, now - watch.failed_at):
             return  # the others' parts are still ending (fail fast)
-        watch["decided"] = watch["attempt"]
+        watch.decided = watch.attempt
         # The node that failed first, as status names it: a rank killed by a signal, else the peer the others' errors
         # name (Gloo: "Connection closed by peer [addr]"), else the one that ended first.
-        logs = {n: report.log_tail(self.job.node_path("log", n)) for n in watch["nodes"]}
-        first = torchrun.first_failed(failed, logs, self.job.conf["addresses"], {n: ended[n].get("ended") for n in failed})
-        self.event(event=Event.FAILURE, attempt=watch["attempt"], nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
+        logs = {n: report.log_tail(self.job.node_path("log", n)) for n in watch.nodes}
+        first = torchrun.first_failed(failed, logs, self.job.conf.addresses, {n: ended[n].get("ended") for n in failed})
+        self.event(event=Event.FAILURE, attempt=watch.attempt, nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
         self.restart("%s failed first (train_on_failure: restart)" % first)
 
     def slow(self, now: float | None) -> None:
         """What holds the job back (perf.bottleneck: a straggler, else the class that the ranks' stacks show), judged
         while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is)."""
         watch = self.watch
-        perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch["nodes"]}
-        found = perf.bottleneck(perfs, now, watch["attempt"]) if now else None
-        watch["judged"] = perf.judged(perfs, now, watch["attempt"]) if now else False
-        ours = [p for p in perfs.values() if p and p.get("attempt", 0) == watch["attempt"]]
-        watch["sampled"] = bool(ours)
-        watch["ranks"] = sum(len(p.get("ranks") or {}) for p in ours) if len(ours) == len(perfs) else None  # every node's counted
-        last = watch.get("slow") or {}
+        perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch.nodes}
+        found = perf.bottleneck(perfs, now, watch.attempt) if now else None
+        watch.judged = perf.judged(perfs, now, watch.attempt) if now else False
+        ours = [p for p in perfs.values() if p and p.get("attempt", 0) == watch.attempt]
+        watch.sampled = bool(ours)
+        watch.ranks = sum(len(p.get("ranks") or {}) for p in ours) if len(ours) == len(perfs) else None  # every node's counted
+        last = watch.slow or {}
         if found and (last.get("kind"), last.get("node")) != (found["kind"], found["node"]):
             self.event(event=Event.SLOW, **found)
             print("slow: %s" % found["text"], flush=True)
-        watch["slow"] = found
+        watch.slow = found
 
     def scaling(self, now: float) -> None:
         """train_action=scale: the command on the first size's nodes, then on each larger size in turn (a restart with
         its nodes; the others stand by until then), each size's throughput measured on the first node's steps: `steps`
         steps after `warmup` (the rendezvous, the first steps). Once every size is measured, or one did not reach its
         steps within `timeout` seconds of its start, every node's part is stopped."""
-        watch, plan = self.watch, self.job.conf["scale"]
-        if watch.get("scaled"):
+        watch, plan = self.watch, self.job.conf.scale or {}
+        if watch.scaled:
             return
-        since, size = watch.get("restarted_at") or watch["since"], len(watch["nodes"])
-        if watch.get("measured"):
+        since, size = watch.restarted_at or watch.since, len(watch.nodes)
+        if watch.measured:
             self._scale_bound(now)
             return
         first = self.job.of_this_run(self.job.node_path("progress", self.job.nodes[0])) or {}
         # This size's steps: the last attempt's lines may still arrive after its restart was asked for.
-        ours = first.get("attempt", 0) == watch["attempt"]
+        ours = first.get("attempt", 0) == watch.attempt
         points = [p for p in first.get("points") or [] if ours and p[0] >= first.get("attempt_at", since)]
         warmup, steps = int(plan["warmup"]), int(plan["steps"])
-        found = {"world": size, "nodes": list(watch["nodes"])}
+        found = {"world": size, "nodes": list(watch.nodes)}
         if len(points) > warmup + steps:
             (t0, s0), (t1, s1) = points[warmup][:2], points[warmup + steps][:2]
             found.update(steps=s1 - s0, seconds=round(t1 - t0, 3), steps_per_second=round((s1 - s0) / (t1 - t0), 4) if t1 > t0 else None)
@@ -186,88 +191,89 @@ class Supervisor:
             found.update(error="%d of %d steps within %d s (train_scale_timeout)" % (len(points), warmup + steps + 1, plan["timeout"]))
         else:
             return
-        watch["measured"] = dict(found, at=round(now, 3))
+        watch.measured = dict(found, at=round(now, 3))
         self._scale_bound(now)
 
     def _scale_bound(self, now: float) -> None:
         """A measured size's class (perf.bottleneck: what held it back, or nothing), once judged: the size runs on for
         up to BOUND_WAIT seconds after its steps (its windows end apart), or until it has run a window and a half
         without any node's window (a command without ranks to sample), then is said not judged. Then the next size."""
-        watch, plan = self.watch, self.job.conf["scale"]
-        found, slow = dict(watch["measured"]), watch.get("slow")
-        unsampled = not watch.get("sampled") and now - (watch.get("restarted_at") or watch["since"]) >= 1.5 * perf.WINDOW
-        if not (watch.get("judged") or slow or "error" in found or unsampled) and now - found["at"] < BOUND_WAIT:
+        watch, plan = self.watch, self.job.conf.scale or {}
+        found, slow = dict(watch.measured or {}), watch.slow
+        unsampled = not watch.sampled and now - (watch.restarted_at or watch.since) >= 1.5 * perf.WINDOW
+        if not (watch.judged or slow or "error" in found or unsampled) and now - found["at"] < BOUND_WAIT:
             return
-        del watch["measured"], found["at"]
+        watch.measured = None
+        del found["at"]
         # Samples per second where each rank's samples per step are known (the controller multiplies).
-        found.update(ranks=watch.get("ranks"), samples_per_rank=plan.get("samples_per_rank"))
+        found.update(ranks=watch.ranks, samples_per_rank=plan.get("samples_per_rank"))
         # What held it back where that was named; healthy only where every node's stacks were judged; else not judged.
         healthy = _perf_classes.HEALTHY
-        healthy_bound = {"kind": healthy.name, "node": None, "text": healthy.doing} if watch.get("judged") else None
+        healthy_bound = {"kind": healthy.name, "node": None, "text": healthy.doing} if watch.judged else None
         found["bound"] = {k: slow[k] for k in ("kind", "node", "text")} if slow else healthy_bound
-        watch.setdefault("scale", []).append(found)
+        watch.scale.append(found)
         self.event(event=Event.SCALE, **found)
-        size = len(watch["nodes"])
+        size = len(watch.nodes)
         larger = [n for n in records.scale_sizes(plan, len(self.job.nodes)) if n > size]
         if larger and "error" not in found:
             nodes = self.job.nodes[:larger[0]]
-            watch["restarted_at"] = round(self.clock(), 3)
+            watch.restarted_at = round(self.clock(), 3)
             self.request("restart", nodes=nodes, why="train_action=scale: %d nodes" % len(nodes))
-            watch["attempt"], watch["nodes"] = watch["requests"], nodes
+            watch.attempt, watch.nodes = watch.requests, nodes
             return
-        watch["scaled"] = True
-        self.event(event=Event.SCALED, sizes=[r["world"] for r in watch["scale"]])
+        watch.scaled = True
+        self.event(event=Event.SCALED, sizes=[r["world"] for r in watch.scale])
         self.request("stop", by=records.SCALED)
 
     def gone(self, nodes: list, waited: float) -> bool:
         """Whether every node still to end its part is unreachable on the training network (powered off, say): no part
         of it will end there, so the others' need not wait out the patience. Asked once fail fast had its time."""
-        if waited < self.job.conf["fail_grace"]:
+        if waited < self.job.conf.fail_grace:
             return False
-        others = {n: self.job.conf["addresses"][n] for n in nodes if n != self.job.node}
+        others = {n: self.job.conf.addresses[n] for n in nodes if n != self.job.node}
         return len(others) == len(nodes) and all(diagnosis.reach(others).values())
 
     def restart(self, why: str) -> None:
         """Every node's part started again from the newest complete checkpoint, on the nodes that can take part; or the
         job stopped: at its restart limit, in a crash loop, or with too few nodes left."""
         conf, watch = self.job.conf, self.watch
-        limit, newest = int(conf["max_auto_restarts"]), self.newest_checkpoint()
-        if newest is not None and newest > (watch["checkpoint"] if watch["checkpoint"] is not None else -1):
-            watch["checkpoint"], watch["without_progress"] = newest, 0
-        if watch["restarts"] >= limit:
-            self.event(event=Event.RESTART_LIMIT, restarts=watch["restarts"], limit=limit)
+        limit, newest = int(conf.max_auto_restarts), self.newest_checkpoint()
+        if newest is not None and newest > (watch.checkpoint if watch.checkpoint is not None else -1):
+            watch.checkpoint, watch.without_progress = newest, 0
+        if watch.restarts >= limit:
+            self.event(event=Event.RESTART_LIMIT, restarts=watch.restarts, limit=limit)
             return self.stop("the restart limit (%d)" % limit)
-        if watch["without_progress"] >= int(conf["restarts_without_progress"]):
+        if watch.without_progress >= int(conf.restarts_without_progress):
             text = "crash loop: %d restarts, no checkpoint %s" % (
-                watch["without_progress"], "after step %s" % watch["checkpoint"] if watch["checkpoint"] is not None else "at all")
-            self.event(event=Event.CRASH_LOOP, restarts=watch["without_progress"], checkpoint=watch["checkpoint"], why=text)
+                watch.without_progress, "after step %s" % watch.checkpoint if watch.checkpoint is not None else "at all")
+            self.event(event=Event.CRASH_LOOP, restarts=watch.without_progress, checkpoint=watch.checkpoint, why=text)
             return self.stop(text)
-        answers = self.gpu_faults(self.probe(watch["nodes"] + watch.setdefault("spares", [])))
-        for node in watch["nodes"]:
+        answers = self.gpu_faults(self.probe(watch.nodes + watch.spares))
+        for node in watch.nodes:
             if answers[node]:
                 self.event(event=Event.LEFT_OUT, node=node, why=answers[node])
-        nodes = self.replaced(watch["nodes"], answers)
-        if len(nodes) < int(conf["min_nodes"]):
-            self.event(event=Event.TOO_FEW_NODES, nodes=nodes, min_nodes=int(conf["min_nodes"]))
-            return self.stop("%d of %d nodes can take part, train_min_nodes is %d" % (len(nodes), len(watch["nodes"]), int(conf["min_nodes"])))
-        watch["restarts"] += 1
-        watch["without_progress"] += 1
-        watch["restarted_at"] = round(self.clock(), 3)
-        watch.pop("failed_at", None)
+        nodes = self.replaced(watch.nodes, answers)
+        if len(nodes) < conf.least_nodes:
+            self.event(event=Event.TOO_FEW_NODES, nodes=nodes, min_nodes=conf.least_nodes)
+            return self.stop("%d of %d nodes can take part, train_min_nodes is %d" % (len(nodes), len(watch.nodes), conf.least_nodes))
+        watch.restarts += 1
+        watch.without_progress += 1
+        watch.restarted_at = round(self.clock(), 3)
+        watch.failed_at = None
         self.request("restart", nodes=nodes, why=why)
-        watch["attempt"], watch["nodes"] = watch["requests"], nodes
-        self.event(event=Event.RESTART, attempt=watch["restarts"], limit=limit, nodes=nodes, world=len(nodes), why=why,
-                   checkpoint=watch["checkpoint"])
+        watch.attempt, watch.nodes = watch.requests, nodes
+        self.event(event=Event.RESTART, attempt=watch.restarts, limit=limit, nodes=nodes, world=len(nodes), why=why,
+                   checkpoint=watch.checkpoint)
         return None
 
     def replaced(self, nodes: list, answers: dict) -> list:
         """The nodes of the restart: each node that can take part, and in place of one that cannot (in its place, so with
         its NODE_RANK) a spare that answered standing by, while there is one; a spare that did not answer is given up."""
         watch = self.watch
-        for spare in watch["spares"]:
+        for spare in watch.spares:
             if answers[spare]:
                 self.event(event=Event.SPARE_UNFIT, node=spare, why=answers[spare])
-        ready = [s for s in watch["spares"] if answers[s] is None]
+        ready = [s for s in watch.spares if answers[s] is None]
         out = []
         for node in nodes:
             if answers[node] is None:
@@ -275,7 +281,7 @@ class Supervisor:
             elif ready:
                 out.append(ready.pop(0))
                 self.event(event=Event.SPARE_JOINED, node=out[-1], replaces=node)
-        watch["spares"] = ready
+        watch.spares = ready
         return out
 
     def stop(self, why: str) -> None:
@@ -287,7 +293,7 @@ class Supervisor:
         """{node: None where it can take part, else why not}: reached on the training network (sshd's port, from this
         node), its runner answering over SSH as the training user (its report: alive, the part not ended for good)."""
         others = [n for n in nodes if n != self.job.node]
-        reached = diagnosis.reach({n: self.job.conf["addresses"][n] for n in others})
+        reached = diagnosis.reach({n: self.job.conf.addresses[n] for n in others})
         answers: dict[str, Any] = {}
 
         def ask(node: str) -> None:
@@ -321,23 +327,23 @@ class Supervisor:
         watch, now = self.watch, self.clock()
         seen = self.progresses()
         seconds = stall_seconds(self.job.conf, seen)
-        stall = stalled(seen, seconds, now, watch.get("restarted_at"))
+        stall = stalled(seen, seconds, now, watch.restarted_at)
         last_step_at = max((p["step_at"] for p in seen if p.get("step_at")), default=None)
         state = Watch.PROGRESSING if last_step_at else Watch.WAITING
         # A new stall needs a new step or a restart since the last one judged.
-        if stall and judged != (last_step_at, watch["restarts"]) and not self.ended():
-            judged = (last_step_at, watch["restarts"])
+        if stall and judged != (last_step_at, watch.restarts) and not self.ended():
+            judged = (last_step_at, watch.restarts)
             self.act(stall, seconds)
-        if stall and judged == (last_step_at, watch["restarts"]):
+        if stall and judged == (last_step_at, watch.restarts):
             state = Watch.STALLED
         self.slow(now if last_step_at and not stall else None)
-        if self.job.conf.get("scale"):
+        if self.job.conf.scale:
             self.scaling(now)
-        elif self.job.conf.get("on_failure") == "restart":
+        elif self.job.conf.on_failure == "restart":
             self.failure(now)
-        note = None if last_step_at else unknown(watch["since"], now, float(self.job.conf["stall_floor"]))
-        watch.update(state=state, stall_seconds=seconds, last_step_at=last_step_at, checked=round(now, 3), note=note)
-        self.job.write(records.SUPERVISOR_VIEW, watch)
+        note = None if last_step_at else unknown(watch.since, now, float(self.job.conf.stall_floor))
+        watch.state, watch.stall_seconds, watch.last_step_at, watch.checked, watch.note = state, seconds, last_step_at, round(now, 3), note
+        self.job.write(records.SUPERVISOR_VIEW, watch.as_dict())
         return judged
 
     def run(self, runner_pid: int) -> int:

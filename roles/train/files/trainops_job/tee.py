@@ -37,7 +37,7 @@ def tee(job: records.Job, source: int, log: TextIO = sys.stderr, clock: Callable
     """Until source ends. The output never waits on the progress record: a failed write is retried with the next step.
     The record names the attempt and when its output began (attempt_at): the points after that are the attempt's."""
     path = job.node_path("progress")
-    progress = Progress(job.node, job.run_id, job.conf.get("progress_pattern"), clock=clock,
+    progress = Progress(job.node, job.run_id, job.conf.progress_pattern, clock=clock,
                         record=job.of_this_run(path))  # a restart of this start: its steps so far stay
     progress.record.update(attempt=attempt, attempt_at=round(clock(), 3))
     pending, written, partial, said = False, 0.0, "", 0
