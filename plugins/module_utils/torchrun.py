@@ -203,6 +203,14 @@ def _failure_field(failure: dict[str, Any], key: str, value: str) -> None:
         failure[key] = value
 
 
+def launcher_failed(line: str) -> int | None:
+    """The exit status of a worker whose launcher says it failed ("failed (exitcode: 1) local_rank: 0 (pid: 1316) of
+    binary: ...", DeepSpeed's "... exits with return code = 1"), else None (0: a worker that ended well)."""
+    found = _AGENT_FAILED_RE.search(line) or _LAUNCHER_EXIT_RE.search(line)
+    status = int(found.group(1)) if found else None
+    return status if status else None
+
+
 def read_env_b64(content: str) -> dict[str, str]:
     """read_env_file of a launch.env as M(ansible.builtin.slurp) returns it (base64)."""
     return read_env_file(base64.b64decode(content).decode("utf-8", "replace"))

@@ -206,6 +206,10 @@ def _verdict(record: dict | None, per_node: dict, first: str | None, supervisor:
         return "%s: %s wait for the supervisor's restart" % (Verdict.RESTARTING, ", ".join(waiting))
     if running and supervisor.get("state") == Watch.STALLED:
         return "%s: no node logged a new step for %s s" % (Verdict.STALLED, supervisor.get("stall_seconds"))
+    restart = next((e for e in reversed(events) if e.get("event") == Event.RESTART), None)
+    if running and restart and not any(p[0] > restart.get("at", 0) for seen in per_node.values() for p in seen["points"]):
+        # Its parts run again, but training has not: the rendezvous, the checkpoint's load.
+        return "%s: attempt %s on %s, no step logged yet" % (Verdict.RESTARTING, restart.get("attempt"), ", ".join(running))
     if running and len(running) < len(states) and all(states[n].startswith(LEFT_OUT_STATE) for n in states if n not in running):
         out = [n for n in states if n not in running]
         joined = {e["node"]: e["replaces"] for e in events if e.get("event") == Event.SPARE_JOINED and e["node"] in running}
@@ -304,6 +308,11 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
                     + [logs[node][-1] if logs[node] else "-"])
     first = first_failed([n for n, seen in per_node.items() if seen["failed"]], logs, addresses,
                          {n: seen["ended"] for n, seen in per_node.items()})
+    # A node the supervisor found lost (powered off: it wrote nothing) failed first, not a survivor whose ranks failed
+    # because it went away; said while nothing runs again.
+    lost = next((e for e in reversed(events) if e.get("event") == Event.FAILURE and e.get("lost")), None)
+    if lost and not any(seen["running"] for seen in per_node.values()):
+        first = lost["first"]
     diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == Event.DIAGNOSIS), None)
     note, unsupervised = supervisor.get("note"), None
     if record is not None and not reports.get(nodes[0]):

@@ -11,6 +11,8 @@ import getpass
 import json
 from pathlib import Path
 
+from ansible_collections.trainops.cluster.plugins.module_utils import gpu
+from ansible_collections.trainops.cluster.plugins.plugin_utils import doctor
 from trainops_job import health, records, supervisor
 
 KERNEL_LOG = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "variants" / "kernel-log" / "dmesg-xid.txt"
@@ -60,3 +62,14 @@ def test_a_restart_leaves_out_the_node_whose_gpu_failed(tmp_path):
     assert (events[0]["event"], events[0]["node"]) == ("left out", "node3")
     assert events[0]["why"] == "a GPU fault in the last attempt: Xid 79 on PCI:0000:00:07 (GPU has fallen off the bus.)"
     assert events[1]["event"] == "restart" and events[1]["nodes"] == ["node1", "node2"]
+
+
+def test_the_doctor_fails_a_node_for_an_xid_exactly_where_a_restart_leaves_it_out():
+    """One Xid table (module_utils/gpu.py) for both: the doctor's finding and the job runner's GPU faults agree."""
+    for xid in sorted(gpu.OUT_OF_SERVICE_XIDS | gpu.APPLICATION_XIDS | {94, 109}):
+        event = {"xid": xid, "pci": "0000:3b:00", "message": "pid=1"}
+        [found] = doctor.gpus("node1", {"gpu_count": 8, "xid_errors": [event]}, 8)
+        left_out = health.faults({"xids": [], "ecc": {}}, {"xids": [event], "ecc": {}})
+        assert (found["status"] == "fail") == bool(left_out) == (xid in gpu.OUT_OF_SERVICE_XIDS), (xid, found, left_out)
+        assert found["status"] == "warn" or "leaves this node out" in found["fix"]
+    assert "Look up Xid 94" in doctor.gpus("node1", {"gpu_count": 8, "xid_errors": [{"xid": 94, "pci": "0000:3b:00"}]}, 8)[0]["fix"]

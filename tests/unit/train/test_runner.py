@@ -240,3 +240,39 @@ def test_the_report_lists_the_nodes_active_rdma_ports(tmp_path):
             (port / name).write_text(text + "\n")
     assert perf.rdma_ports(str(tmp_path)) == [{"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "rate_gbps": 400.0}]
     assert perf.rdma_ports(str(tmp_path / "none")) == []
+
+
+# torchrun's agent as a node's peer went away (torch 1.13 on the train cluster): its rank fails, the agent logs it, then
+# lingers at its exit barrier (300 s) while no part of the node ends.
+LINGERING = ('echo "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4242) of binary: '
+             '/usr/bin/python3"; exec sleep 300')
+
+
+def test_a_launcher_that_lingers_after_its_rank_failed_ends_the_part_failed_at_once(cluster):
+    [node] = cluster(LINGERING, fail_grace=2)
+    start = time.monotonic()
+    assert node.run("start").returncode == 0
+    record = wait_for(node.exit_record, 30, "the part's exit record")
+    # Failed with the rank's status, within the grace a launcher has to end on its own (not torchrun's 300 s).
+    assert record["rc"] == 1 and record["stopped_by"] is None and time.monotonic() - start < 15, record
+    assert node.report()["state"] == "failed: exited 1"
+    assert "its launcher did not end within 2 s (train_fail_grace): the part ends, failed" in node.file("log").read_text()
+
+
+def test_a_launcher_that_restarts_its_ranks_itself_is_left_to_it(cluster):
+    """train_max_restarts: torchrun restarts its ranks after the failure it logged; its part runs on."""
+    [own] = cluster(LINGERING, fail_grace=1, max_restarts=2)
+    assert own.run("start").returncode == 0
+    time.sleep(5)
+    assert own.exit_record() is None and own.report()["state"] == "running"
+    assert own.run("stopping").returncode == 0 and own.run("stop").returncode == 0
+
+
+def test_a_running_part_beats_while_it_runs(cluster):
+    [node] = cluster("exec sleep 60")
+    assert node.run("start").returncode == 0
+    first = wait_for(lambda: json.loads(node.file("alive").read_text()) if node.file("alive").exists() else None, 10, "a heartbeat")
+    assert (first["node"], first["attempt"], first["run_id"]) == ("node1", 0, node.conf["run_id"])
+    later = wait_for(lambda: json.loads(node.file("alive").read_text())["beat"] > first["beat"] or None, 12, "the next beat")
+    assert later
+    assert node.run("stopping").returncode == 0 and node.run("stop").returncode == 0

@@ -291,6 +291,6 @@ def test_a_node_powered_off_is_not_waited_for_and_is_named_first(tmp_path, monke
     watching.failure(1006.0)  # fail fast's time passed: node3 is asked for, and does not answer
     assert asked == [["node3"]]
     failure, left, restart = json.loads((tmp_path / "job.json").read_text())["events"]
-    assert (failure["first"], failure["nodes"]) == ("node3", ["node1", "node2"])
+    assert (failure["first"], failure["nodes"], failure["lost"]) == ("node3", ["node1", "node2"], ["node3"])
     assert (left["event"], left["node"]) == ("left out", "node3")
-    assert (restart["nodes"], restart["why"]) == (["node1", "node2"], "node3 failed first (train_on_failure: restart)")
+    assert (restart["nodes"], restart["why"]) == (["node1", "node2"], "node3 lost: unreachable on the training network (train_on_failure: restart)")

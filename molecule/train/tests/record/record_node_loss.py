@@ -37,7 +37,7 @@ def test_a_node_powered_off_is_left_out_and_the_job_goes_on_on_the_nodes_left(no
         run, report = status("poweroff")
         assert report["verdict"] == "running on 2 of 3 nodes (node3 left out)", report["verdict"]
         assert report["nodes"]["node3"]["state"].startswith("left out: unreachable on the training network"), report["nodes"]["node3"]
-        assert report["starts_text"] == "restarted 1 time: on 3 nodes, then 2 (node3 failed first (train_on_failure: restart))"
+        assert report["starts_text"] == "restarted 1 time: on 3 nodes, then 2 (node3 lost: unreachable on the training network (train_on_failure: restart))"
         record("poweroff", "node-left-out", unreachable=["node3"])
         run = train("-e", "train_job=poweroff", "-e", "train_action=stop")
         assert run.returncode == 4 and "job poweroff: stopped" in run.stdout, run.stdout[-3000:]

@@ -48,8 +48,9 @@ STALL_REQUEST = "stall.json"
 CONTROL_REQUEST = "control.json"
 SUPERVISOR_LOG = "supervisor.log"
 FLIGHT_RECORDER = "flight-recorder"
+# alive: the node's heartbeat while its part runs (the supervisor tells a lost node by its silence).
 NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json", "diagnosis": "%s.diagnosis.json", "perf": "%s.perf.json",
-              "stopped_by": "%s.stopped-by"}
+              "stopped_by": "%s.stopped-by", "alive": "%s.alive.json"}
 
 
 # A node's part, as its report says it. A spare (group cluster_spare) stands by until a restart brings it in.
@@ -92,7 +93,8 @@ def scale_sizes(scale: dict, nodes: int) -> list:
 
 def record_kind(name: str, nodes: list) -> str | None:
     """What a file at the top of the job's folder is, for collect (which copies these, not the checkpoints nor the
-    flight recorder's dumps): the job record, a log, an exit record, another record; None for none of the job's."""
+    flight recorder's dumps): the job record, a log, an exit record, another record; None for none of the job's, and for a
+    node's heartbeat (it says only that the node was alive)."""
     if name == JOB_RECORD:
         return "job record"
     if name == SUPERVISOR_LOG:
@@ -100,7 +102,7 @@ def record_kind(name: str, nodes: list) -> str | None:
     if name in (SUPERVISOR_VIEW, STALL_REQUEST, CONTROL_REQUEST):
         return "record"
     kind = next((kind for kind, pattern in NODE_FILES.items() for node in nodes if name == pattern % node), None)
-    if kind is None:
+    if kind in (None, "alive"):
         return None
     return {"log": "log", "exit": "exit record"}.get(kind, "record")
 

@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 from . import _checkpoints, diagnosis, gpu_reader, health, perf, processes, records
 
+# Seconds between two heartbeats of a node's runner while its part runs (supervisor.LOST_AFTER: six missed).
+HEARTBEAT = 5.0
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -151,6 +153,8 @@ class Runner:
         self.helpers: list[subprocess.Popen[bytes]] = []  # diagnoses under way: reaped as they end
         self.gpus: dict | None = None  # this node's GPUs as an attempt started (health.snapshot), where a restart may follow
         self.sampler: perf.Sampler | None = None  # where this node's ranks spend their time (perf), in the attempt under way
+        self.lingered: int | None = None  # a failed rank's status where its launcher lingered after it and was ended
+        self.beat, self.beat_at = 0, 0.0  # this node's heartbeat (NODE.alive) while its part runs
 
     def _as_user(self) -> dict:
         user = self.job.user
@@ -244,6 +248,9 @@ class Runner:
             request = self._request(handled)
             if request:
                 return request, None, answered
+            self._heartbeat(attempt)
+            if self._lingering(attempt):
+                return None, None, answered
             peer = self.job.failed_peer(attempt)
             if peer:
                 # Time first for this node's torchrun to report its own ranks' end (its agent looks every 5 s): when this
@@ -258,6 +265,34 @@ class Runner:
                 self._sample(attempt)
         # A peer's ranks ended by the supervisor's request may end this node's before this node reads it.
         return (None if self.stop.asked else self._request(handled)), None, answered
+
+    def _heartbeat(self, attempt: int) -> None:
+        """This node's word that its runner watches its part (NODE.alive), every HEARTBEAT seconds: the supervisor takes
+        a node whose word stops, and which it cannot reach, for lost."""
+        if time.monotonic() - self.beat_at < HEARTBEAT:
+            return
+        self.beat, self.beat_at = self.beat + 1, time.monotonic()
+        try:
+            self.job.write(self.job.node_path("alive"), {"run_id": self.job.run_id, "node": self.job.node, "attempt": attempt, "beat": self.beat})
+        except OSError:
+            pass  # shared storage away a moment: the next beat is written
+
+    def _lingering(self, attempt: int) -> bool:
+        """Whether this node's launcher said a rank of this attempt failed and has not ended fail_grace after (torchrun's
+        agent waiting at its exit barrier, or on a dead peer's store): then its part is ended, failed with the rank's
+        status (self.lingered), as the launcher would have ended it. Not where the launcher restarts its ranks itself
+        (train_max_restarts)."""
+        if self.job.conf.max_restarts:
+            return False
+        failed = (self.job.of_this_run(self.job.node_path("progress")) or {}).get("ranks_failed") or {}
+        if failed.get("attempt") != attempt or not self._outlived(self.job.conf.fail_grace):
+            return False
+        self.job.write_text(self.job.node_path("log"), "trainops-job: a rank on %s failed (exit status %s) and its launcher did not "
+                            "end within %s s (train_fail_grace): the part ends, failed\n" % (
+                                self.job.node, failed.get("exitcode"), self.job.conf.fail_grace), "a")
+        self.lingered = int(failed.get("exitcode") or 1)
+        self.end()
+        return True
 
     def _decision(self, handled: int | None) -> dict:
         """After a failure (train_on_failure: restart): the supervisor's word once every part has ended (restart or stop),
@@ -357,6 +392,8 @@ class Runner:
             if request or self.stop.asked:  # the supervisor's stop or restart after a stall, or a user's stop
                 self.end()
             rc = exit_status(self.child.wait())
+            if self.lingered is not None:
+                rc, self.lingered = self.lingered, None  # the failed rank's status, not that of the launcher ended after it
             self.tee.wait()
             user = self.stop.asked or job.stopping()
             asked = (request.get("by") or records.STALL_STOP) if request else None  # the supervisor's reason, where it gave one

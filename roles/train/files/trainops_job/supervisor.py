@@ -32,6 +32,9 @@ PROBE_TIMEOUT = 20
 # train_action=scale: a measured size runs on until its class is judged (every node's window after its first), at most
 # this long: a size of few steps ends before its nodes' second windows.
 BOUND_WAIT = 3 * perf.WINDOW
+# A node of the attempt whose heartbeat (its runner's NODE.alive, one a runner.HEARTBEAT) has not moved for this long
+# on this supervisor's clock is probed; one the probe does not reach, or whose runner does not answer, is lost.
+LOST_AFTER = 30.0
 
 
 def stall_seconds(conf: Settings, progresses: list) -> float:
@@ -79,6 +82,9 @@ class Supervisor:
             self.watch = View(run_id=job.run_id, nodes=list(job.starters), spares=list(job.spares), since=round(clock(), 3),
                               checkpoint=self.newest_checkpoint())
         self.watch.ended = False  # its runner's word once it has ended: this supervisor runs again
+        # {node: ((attempt, beat) last read, when it was first read so)}, and when silent nodes were last probed.
+        self.beats: dict[str, tuple[tuple, float]] = {}
+        self.probed = 0.0
 
     def progresses(self) -> list:
         return [p for p in (self.job.of_this_run(self.job.node_path("progress", n)) for n in self.job.members) if p]
@@ -140,15 +146,62 @@ class Supervisor:
             watch.failed_at = now
         patience = self.job.conf.fail_grace + self.job.conf.stop_grace + 15
         waiting = [n for n in watch.nodes if n not in ended]
-        if waiting and now - watch.failed_at < patience and not self.gone(waiting, now - watch.failed_at):
+        gone = bool(waiting) and self.gone(waiting, now - watch.failed_at)
+        if waiting and now - watch.failed_at < patience and not gone:
             return  # the others' parts are still ending (fail fast)
         watch.decided = watch.attempt
+        if gone:
+            # The nodes that will never end their part (powered off) are what failed: the others' ranks failed because
+            # their peer went away, whichever of them ended first.
+            self.event(event=Event.FAILURE, attempt=watch.attempt, nodes=failed, first=waiting[0], lost=waiting,
+                       rc={n: ended[n]["rc"] for n in failed})
+            self.restart("%s lost: unreachable on the training network (train_on_failure: restart)" % waiting[0])
+            return
         # The node that failed first, as status names it: a rank killed by a signal, else the peer the others' errors
         # name (Gloo: "Connection closed by peer [addr]"), else the one that ended first.
         logs = {n: report.log_tail(self.job.node_path("log", n)) for n in watch.nodes}
         first = torchrun.first_failed(failed, logs, self.job.conf.addresses, {n: ended[n].get("ended") for n in failed})
         self.event(event=Event.FAILURE, attempt=watch.attempt, nodes=failed, first=first, rc={n: ended[n]["rc"] for n in failed})
         self.restart("%s failed first (train_on_failure: restart)" % first)
+
+    def silent(self, now: float) -> list:
+        """The nodes of the attempt (this one apart) whose part has not ended and whose heartbeat has not moved for
+        LOST_AFTER seconds of this supervisor's clock (the nodes' clocks are never compared with it)."""
+        ended, out = self.ended(), []
+        for node in self.watch.nodes:
+            if node == self.job.node or node in ended:
+                continue
+            beat = self.job.of_this_run(self.job.node_path("alive", node)) or {}
+            key, last = (beat.get("attempt"), beat.get("beat")), self.beats.get(node)
+            if last is None or last[0] != key:
+                self.beats[node] = (key, now)
+            elif now - last[1] >= LOST_AFTER:
+                out.append(node)
+        return out
+
+    def lost(self, now: float) -> None:
+        """A node lost while the others' ranks wait for it (NCCL waits out its own timeout; a launcher lingers): its
+        heartbeat silent and the probe not reaching it or its runner. A failure whatever the launchers do: with
+        train_on_failure: restart the job restarts without it (a spare in its place, or fewer nodes where
+        train_min_nodes allows); else every part is stopped, the lost node named as the one that failed."""
+        watch = self.watch
+        silent = self.silent(now)
+        if not silent or watch.decided == watch.attempt or now - self.probed < LOST_AFTER:
+            return
+        self.probed = now
+        answers = self.probe(silent)
+        lost = [n for n in silent if answers.get(n)]
+        if not lost:
+            return
+        watch.decided = watch.attempt
+        why = "%s stopped answering: %s" % (lost[0], answers[lost[0]])
+        print(why, flush=True)
+        self.event(event=Event.FAILURE, attempt=watch.attempt, nodes=lost, first=lost[0], lost=lost, why=why, rc={})
+        if self.job.conf.on_failure == "restart":
+            self.restart("%s (train_on_failure: restart)" % why)
+            return
+        self.event(event=Event.STOP, why=why, guard=True)
+        self.request("stop", by=lost[0])
 
     def slow(self, now: float | None) -> None:
         """What holds the job back (perf.bottleneck: a straggler, else the class that the ranks' stacks show), judged
@@ -341,6 +394,8 @@ class Supervisor:
             self.scaling(now)
         elif self.job.conf.on_failure == "restart":
             self.failure(now)
+        if not self.job.conf.scale:
+            self.lost(now)
         note = None if last_step_at else unknown(watch.since, now, float(self.job.conf.stall_floor))
         watch.state, watch.stall_seconds, watch.last_step_at, watch.checked, watch.note = state, seconds, last_step_at, round(now, 3), note
         self.job.write(records.SUPERVISOR_VIEW, watch.as_dict())

@@ -17,6 +17,7 @@ from typing import Callable, TextIO
 from . import records
 from ._nccl_debug import parse_nccl_debug
 from ._progress import Progress
+from .torchrun import launcher_failed
 
 _LINE_ENDS = re.compile(r"[\r\n]")
 # NCCL's lines kept for its summary: a communicator's set-up logs tens a rank; a job that logs NCCL's every call
@@ -52,6 +53,10 @@ def tee(job: records.Job, source: int, log: TextIO = sys.stderr, clock: Callable
                 partial = segments.pop()[-4096:]
                 for segment in segments:
                     pending = progress.segment(segment) or pending
+                    failed = launcher_failed(segment) if "xit" in segment else None
+                    if failed is not None and (progress.record.get("ranks_failed") or {}).get("attempt") != attempt:
+                        # The launcher said a rank of this node failed: the runner ends a launcher that lingers after it.
+                        progress.record["ranks_failed"], pending = {"attempt": attempt, "exitcode": failed, "at": round(clock(), 3)}, True
                     if "NCCL " in segment and len(nccl) < NCCL_LINES:
                         nccl.append(segment)
                         pending = True

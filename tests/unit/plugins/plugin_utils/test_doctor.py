@@ -4,9 +4,7 @@
 import json
 from pathlib import Path
 
-from ansible_collections.trainops.cluster.plugins.module_utils import gpu
 from ansible_collections.trainops.cluster.plugins.plugin_utils import doctor
-from trainops_job import health
 from ansible_collections.trainops.cluster.plugins.plugin_utils import slurm as slurm_state
 from ansible_collections.trainops.cluster.plugins.plugin_utils.inventory import node_records
 
@@ -121,17 +119,6 @@ def test_gpus_and_summary():
     assert ("node2", "Xid errors since boot: 79 on 0000:3b:00") in fails(findings)
     app = doctor.gpus("node1", {"gpu_count": 8, "xid_errors": [{"xid": 13, "pci": "0000:3b:00"}]}, 8)
     assert [f["status"] for f in app] == ["warn"]
-
-
-def test_the_doctor_fails_a_node_for_an_xid_exactly_where_a_restart_leaves_it_out():
-    """One Xid table (module_utils/gpu.py) for both: the doctor's finding and the job runner's GPU faults agree."""
-    for xid in sorted(gpu.OUT_OF_SERVICE_XIDS | gpu.APPLICATION_XIDS | {94, 109}):
-        event = {"xid": xid, "pci": "0000:3b:00", "message": "pid=1"}
-        [found] = doctor.gpus("node1", {"gpu_count": 8, "xid_errors": [event]}, 8)
-        left_out = health.faults({"xids": [], "ecc": {}}, {"xids": [event], "ecc": {}})
-        assert (found["status"] == "fail") == bool(left_out) == (xid in gpu.OUT_OF_SERVICE_XIDS), (xid, found, left_out)
-        assert found["status"] == "warn" or "leaves this node out" in found["fix"]
-    assert "Look up Xid 94" in doctor.gpus("node1", {"gpu_count": 8, "xid_errors": [{"xid": 94, "pci": "0000:3b:00"}]}, 8)[0]["fix"]
 
 
 def test_a_gpus_health_is_a_finding_naming_the_node_the_gpu_and_the_threshold():

@@ -211,12 +211,32 @@ def test_without_the_first_node_a_failure_waiting_for_its_restart_is_said_not_re
 def test_a_node_a_restart_went_on_without_is_shown_left_out():
     record = dict(RECORD, nodes=NODES, events=[
         {'event': 'left out', 'run_id': RECORD['run_id'], 'node': 'node3', 'why': 'unreachable on the training network (timed out)'},
-        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2'], 'why': 'a stall at step 12'}])
-    parts = reports(report('node1'), report('node2'), record=record)
+        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2'], 'why': 'a stall at step 12',
+         'at': 1000.0}])
+    # The restarted parts run, but no step since the restart: restarting until the new attempt logs one.
+    parts = reports(report('node1', progress={'step': 12, 'step_at': 990.0, 'points': [[990.0, 12, None]]}), report('node2'), record=record)
     status = jobs.status(NODES, parts, ADDRESSES)
     assert status['nodes']['node3']['state'] == 'left out: unreachable on the training network (timed out)'
+    assert status['verdict'] == 'restarting: attempt 1 on node1, node2, no step logged yet'
+    parts = reports(report('node1', progress={'step': 13, 'step_at': 1003.0, 'points': [[990.0, 12, None], [1003.0, 13, None]]}),
+                    report('node2'), record=record)
+    status = jobs.status(NODES, parts, ADDRESSES)
     assert status['verdict'] == 'running on 2 of 3 nodes (node3 left out)'
     assert status['starts_text'] == 'restarted 1 time: on 3 nodes, then 2 (a stall at step 12)'
+
+
+def test_a_lost_node_is_named_as_failed_first_not_the_survivor_that_ended_first():
+    """node3 powered off: it wrote nothing; node1's and node2's ranks failed because it went away (node2's ended first).
+    The supervisor's failure event names node3 lost, and stopped the others (train_on_failure: stop)."""
+    why = 'node3 stopped answering: unreachable on the training network (timed out)'
+    record = dict(RECORD, nodes=NODES, events=[
+        {'event': 'failure', 'run_id': RECORD['run_id'], 'attempt': 0, 'nodes': ['node3'], 'first': 'node3', 'lost': ['node3'], 'why': why},
+        {'event': 'stop', 'run_id': RECORD['run_id'], 'why': why, 'guard': True}])
+    parts = reports(report('node1', 'stopped: node3 failed', rc=1, stopped_by='node3', ended='2026-12-06T10:00:09Z'),
+                    report('node2', 'failed: exited 1', rc=1, ended='2026-12-06T10:00:05Z'), record=record)
+    status = jobs.status(NODES, parts, ADDRESSES, unreachable=['node3'])
+    assert status['first_failed'] == 'node3'
+    assert status['verdict'] == 'failed: node3 failed first; not restarted: ' + why
 
 
 def test_the_guard_that_stopped_a_failing_job_is_named_in_its_verdict():
@@ -263,7 +283,9 @@ def test_a_spare_is_shown_standing_by_and_judged_once_a_restart_brings_it_in():
         {'event': 'left out', 'run_id': RECORD['run_id'], 'node': 'node3', 'why': 'unreachable on the training network (timed out)'},
         {'event': 'spare joined', 'run_id': RECORD['run_id'], 'node': 'node4', 'replaces': 'node3'},
         {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2', 'node4'], 'why': 'node3 failed first'}]
-    status = jobs.status(nodes, reports(report('node1'), report('node2'), report('node4'), record=record), addresses, unreachable=['node3'])
+    stepping = {'step': 31, 'step_at': 1003.0, 'points': [[1003.0, 31, None]]}  # the new attempt's first step
+    status = jobs.status(nodes, reports(report('node1', progress=stepping), report('node2'), report('node4'), record=record), addresses,
+                         unreachable=['node3'])
     assert status['verdict'] == 'running on 3 nodes: node4 (a spare) in place of node3', status['verdict']
     assert status['nodes']['node3']['state'].startswith('left out: unreachable') and not status['nodes']['node4']['standby']
     assert status['starts_text'] == 'restarted 1 time: on 3 nodes, then 3 (node3 failed first)'
