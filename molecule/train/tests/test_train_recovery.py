@@ -18,9 +18,10 @@ from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
 from test_train_job import COMMAND, LIGHT, OPTIONS, RANK, SHARED, events, train, train_light, wait_for
 from testbed_fixtures import CLUSTER, INVENTORY, container, playbook, timed
 
-# Steps enough to outlast every case; a checkpoint every 5 steps.
-RECOVER = dict(OPTIONS, train_command=COMMAND.replace("--steps 200", "--steps 2000"), train_on_failure="restart",
-               train_max_auto_restarts=3, **LIGHT)
+# Steps enough to outlast every case; a checkpoint every 5 steps. train_on_failure: restart, every other setting of
+# recovery at its default (the stall's time, the restart limit, the grace times): as the docs suggest.
+RECOVER = dict({key: value for key, value in OPTIONS.items() if key != "train_stall_seconds"},
+               train_command=COMMAND.replace("--steps 200", "--steps 2000"), train_on_failure="restart", **LIGHT)
 
 
 def start(job, inventory=INVENTORY, **options):
@@ -128,6 +129,9 @@ def test_a_node_powered_off_is_replaced_by_a_spare(node, assert_nothing_left):
         killed = time.time()
         try:
             restart = back_on_steps("spare", killed, "a node powered off, a spare in its place")
+            # The node lost is the one that failed, not node1, whose ranks failed because it went away.
+            [failure] = [e for e in events("spare") if e["event"] == "failure"]
+            assert failure["first"] == "node2" and failure["lost"] == ["node2"], failure
             joined = [e for e in events("spare") if e["event"] == "spare joined"]
             assert [(e["node"], e["replaces"]) for e in joined] == [("node3", "node2")], joined
             assert restart["nodes"] == ["node1", "node3"] and restart["world"] == 2, restart
