@@ -334,18 +334,32 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
             "records": head.get("records") or {}, "dir": head.get("dir")}
 
 
+def batch_said(steps: int, change: float) -> str:
+    """A restart's batch where train_keep_global_batch holds it: "accumulation 12: the global batch kept", or "accumulation
+    11: the global batch 8 % smaller" where the nodes left do not divide it."""
+    if not change:
+        return "accumulation %d: the global batch kept" % steps
+    return "accumulation %d: the global batch %d %% %s" % (steps, round(abs(change) * 100), "smaller" if change < 0 else "larger")
+
+
 def starts_text(found: list) -> str | None:
-    """"restarted 2 times: on 3 nodes, then 3 (node2 failed), then 2 (a stall at step 40)", where it was restarted."""
+    """"restarted 2 times: on 3 nodes, then 3 (node2 failed), then 2 (a stall at step 40; accumulation 12: the global batch
+    kept)", where it was restarted."""
     if len(found) < 2:
         return None
-    return "restarted %d time%s: on %d nodes, then %s" % (len(found) - 1, "" if len(found) == 2 else "s", len(found[0]["nodes"]),
-                                                          ", then ".join("%d (%s)" % (len(s["nodes"]), s["why"]) for s in found[1:]))
+    return "restarted %d time%s: on %d nodes, then %s" % (
+        len(found) - 1, "" if len(found) == 2 else "s", len(found[0]["nodes"]),
+        ", then ".join("%d (%s%s)" % (len(s["nodes"]), s["why"], "; " + s["batch"] if s.get("batch") else "") for s in found[1:]))
 
 
 def starts(record: dict | None, events: list) -> list:
-    """Each start of the job's command, with its nodes (its world size): the first, then every restart's."""
+    """Each start of the job's command, with its nodes (its world size): the first, then every restart's, with its batch
+    where train_keep_global_batch kept it (batch_said)."""
     if record is None:
         return []
     found = [{"attempt": 0, "nodes": record.get("nodes") or [], "why": "start"}]
-    return found + [{"attempt": e.get("attempt"), "nodes": e.get("nodes") or found[-1]["nodes"], "why": e.get("why")}
-                    for e in events if e.get("event") == Event.RESTART]
+    for event in (e for e in events if e.get("event") == Event.RESTART):
+        found.append({"attempt": event.get("attempt"), "nodes": event.get("nodes") or found[-1]["nodes"], "why": event.get("why")})
+        if event.get("accumulation"):
+            found[-1]["batch"] = batch_said(event["accumulation"], event.get("batch_change") or 0.0)
+    return found

@@ -121,3 +121,16 @@ def test_a_node_that_never_ends_its_part_is_the_one_that_failed_not_the_survivor
     failure = events(tmp_path)[0]
     assert (failure["event"], failure["first"], failure["lost"]) == (Event.FAILURE, "node3", ["node3"])
     assert json.loads((tmp_path / records.CONTROL_REQUEST).read_text())["nodes"] == ["node1", "node2"]
+
+
+def test_the_restart_on_fewer_nodes_says_the_accumulation_that_keeps_the_global_batch(tmp_path):
+    clock = [1000.0]
+    judge = Probed(job(tmp_path, batch={"keep": True, "accumulation": 4, "overrides": False}), clock, {"node3": GONE})
+    judge.restart("node3 lost")
+    [restart] = [e for e in events(tmp_path) if e["event"] == Event.RESTART]
+    assert (restart["nodes"], restart["accumulation"], restart["batch_change"]) == (["node1", "node2"], 6, 0.0)
+    # Not kept (the default): the restart says nothing of the batch.
+    other = tmp_path / "other"
+    other.mkdir()
+    Probed(job(other), clock, {"node3": GONE}).restart("node3 lost")
+    assert "accumulation" not in [e for e in events(other) if e["event"] == Event.RESTART][0]

@@ -276,3 +276,29 @@ def test_a_running_part_beats_while_it_runs(cluster):
     later = wait_for(lambda: json.loads(node.file("alive").read_text())["beat"] > first["beat"] or None, 12, "the next beat")
     assert later
     assert node.run("stopping").returncode == 0 and node.run("stop").returncode == 0
+
+
+def test_a_restart_on_fewer_nodes_keeps_the_global_batch_by_the_accumulation(cluster):
+    """train_keep_global_batch: 3 nodes at accumulation 4, restarted on 2 of them: 6 (4 x 3 / 2), in the command's
+    environment and, for a command that takes LLaMA-Factory's key=value arguments, as its gradient_accumulation_steps."""
+    # The command's words after it are its arguments (LLaMA-Factory's key=value): printed.
+    command = 'f() { echo "attempt $TRAINOPS_ATTEMPT accumulation $TRAINOPS_GRAD_ACCUM on $NNODES nodes:$*"; exec sleep 60; }; f'
+    node = cluster(command, nodes=3, batch={"keep": True, "accumulation": 4, "overrides": True})[0]
+    assert node.run("start").returncode == 0
+    wait_for(lambda: any(line.startswith("attempt 0 accumulation 4") for line in node.report()["log"]), 10, "the first attempt")
+    control = Path(node.conf["job_dir"]) / records.CONTROL_REQUEST
+    control.write_text(json.dumps({"run_id": node.conf["run_id"], "action": "restart", "id": 1, "nodes": ["node1", "node2"],
+                                   "why": "node3 lost"}))
+    wait_for(lambda: any(line.startswith("attempt 1") for line in node.report()["log"]), 15, "the restart")
+    assert "attempt 1 accumulation 6 on 2 nodes:gradient_accumulation_steps=6" in node.report()["log"]
+    assert node.run("stopping").returncode == 0 and node.run("stop").returncode == 0
+
+
+def test_the_accumulation_of_an_attempt():
+    from trainops_job import batch
+    kept = {"keep": True, "accumulation": 4}
+    assert batch.accumulation(kept, 3, 3) == (4, 0.0) and batch.accumulation(kept, 3, 2) == (6, 0.0)
+    # 8 x 3 / 2 = 12 exactly; 8 x 4 / 3 = 10.67: 11, the global batch 3 % larger (11 x 3 against 8 x 4).
+    assert batch.accumulation({"keep": True, "accumulation": 8}, 4, 3) == (11, 0.031)
+    assert batch.accumulation({"keep": True, "accumulation": 1}, 3, 2) == (2, 0.333)
+    assert batch.accumulation({"keep": False, "accumulation": 4}, 3, 2) == (4, 0.0) and batch.accumulation({}, 3, 1) == (1, 0.0)

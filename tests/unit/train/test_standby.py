@@ -125,7 +125,8 @@ def test_a_scaling_run_measures_each_size_then_stops(cluster):
         ("scale", 1, ["node1"]), ("scale", 2, ["node1", "node2"]), ("scale", 3, ["node1", "node2", "node3"]), ("scaled", None, None)]
     # Each size as fast as its sleep lets it (0.1, 0.15 and 0.2 s a step, plus the shell's own time).
     rates = [e["steps_per_second"] for e in found[:3]]
-    assert all(e["steps"] == 5 for e in found[:3]) and rates[0] > rates[1] > rates[2] > 2, rates
+    # At least the 5 steps asked for (more where the tee read several at once on a loaded machine).
+    assert all(e["steps"] >= 5 for e in found[:3]) and rates[0] > rates[1] > rates[2] > 2, rates
     assert [e["bound"] for e in found[:3]] == [None] * 3, found
     # Every size started afresh, in its own checkpoint directory.
     log = (Path(nodes[2].conf["job_dir"]) / "node3.log").read_text().splitlines()

@@ -21,7 +21,7 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
-from . import _checkpoints, diagnosis, gpu_reader, health, perf, processes, records
+from . import _checkpoints, batch, diagnosis, gpu_reader, health, perf, processes, records
 
 # Seconds between two heartbeats of a node's runner while its part runs (supervisor.LOST_AFTER: six missed).
 HEARTBEAT = 5.0
@@ -47,6 +47,12 @@ def checkpoint_dir(job: records.Job, nodes: list) -> str:
     return "%s/scale-%d-nodes" % (job.conf.checkpoint_dir, len(nodes)) if job.conf.scale else job.conf.checkpoint_dir
 
 
+def accumulation(job: records.Job, nodes: list) -> int:
+    """The gradient accumulation of an attempt on these nodes (batch.accumulation; a scaling run measures each size as
+    it is)."""
+    return batch.accumulation(job.conf.batch, len(job.nodes), len(job.nodes) if job.conf.scale else len(nodes))[0]
+
+
 def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
     """What the command gets on top of its node's launch environment (trainops-run and trainops-env add that)."""
     conf, node = job.conf, job.node
@@ -64,6 +70,8 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
         # LLaMA-Factory reads RDZV_ID and MAX_RESTARTS (the c10d elastic launch); without FORCE_TORCHRUN it runs a node
         # with one GPU as a job of its own instead of a part of this one.
         "RDZV_ID": job.run_id, "MAX_RESTARTS": str(conf.max_restarts), "FORCE_TORCHRUN": "1",
+        # The gradient accumulation of this attempt, for a command that takes it from here (train_keep_global_batch).
+        "TRAINOPS_GRAD_ACCUM": str(accumulation(job, nodes)),
         # Unbuffered Python: the ranks write to a pipe, block-buffered otherwise, so steps would reach the log (and the
         # stall judge) in bursts of kilobytes.
         "PYTHONUNBUFFERED": "1",
@@ -89,6 +97,9 @@ def command(job: records.Job, nodes: list) -> str:
     if resume.get("argument"):
         latest = _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["latest"]
         text += " resume_from_checkpoint=%s/%s" % (resume["dir"], latest) if latest else ""
+    steps = accumulation(job, nodes)
+    if conf.batch.get("overrides") and steps != int(conf.batch.get("accumulation") or 1):
+        text += " gradient_accumulation_steps=%d" % steps  # LLaMA-Factory's, the global batch kept on fewer nodes
     if nodes != job.nodes:
         # The rendezvous master stays where it was unless its node is the one left out: then the first node left serves.
         master = conf.master_addr if conf.master_addr in [conf.addresses[n] for n in nodes] else conf.addresses[nodes[0]]

@@ -62,6 +62,9 @@ class Settings:
     nccl_debug: str | None = "INFO"
     collective_timing: bool = True
     progress_pattern: str | None = None
+    # The global batch across a restart on fewer nodes ({keep: train_keep_global_batch, accumulation: the first start's,
+    # overrides: the command takes LLaMA-Factory's key=value arguments}).
+    batch: dict[str, Any] = field(default_factory=dict)
     # train_action=scale's plan ({sizes, warmup, steps, timeout, samples_per_rank}), None for any other start.
     scale: dict[str, Any] | None = None
     # The job record the first node writes to the folder (job.json) before any node starts.

@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _checkpoints, _perf_classes, diagnosis, perf, records, report, torchrun, verdict
+from . import _checkpoints, _perf_classes, batch, diagnosis, perf, records, report, torchrun, verdict
 from ._job_events import Event, Watch, WatchEnd
 from .settings import Settings
 from .view import View
@@ -237,9 +237,12 @@ class Supervisor:
         points = [p for p in first.get("points") or [] if ours and p[0] >= first.get("attempt_at", since)]
         warmup, steps = int(plan["warmup"]), int(plan["steps"])
         found = {"world": size, "nodes": list(watch.nodes)}
-        if len(points) > warmup + steps:
-            (t0, s0), (t1, s1) = points[warmup][:2], points[warmup + steps][:2]
-            found.update(steps=s1 - s0, seconds=round(t1 - t0, 3), steps_per_second=round((s1 - s0) / (t1 - t0), 4) if t1 > t0 else None)
+        # The first point `steps` steps after the warmup's that was read later than it: the tee reads what came at once
+        # together (a loaded node's pipe holds several steps), and steps read at one moment measure no time.
+        later = [p for p in points[warmup + steps:] if p[0] > points[warmup][0]] if len(points) > warmup + steps else []
+        if later:
+            (t0, s0), (t1, s1) = points[warmup][:2], later[0][:2]
+            found.update(steps=s1 - s0, seconds=round(t1 - t0, 3), steps_per_second=round((s1 - s0) / (t1 - t0), 4))
         elif now - since > float(plan["timeout"]):
             found.update(error="%d of %d steps within %d s (train_scale_timeout)" % (len(points), warmup + steps + 1, plan["timeout"]))
         else:
@@ -315,8 +318,12 @@ class Supervisor:
         watch.failed_at = None
         self.request("restart", nodes=nodes, why=why)
         watch.attempt, watch.nodes = watch.requests, nodes
+        # The attempt's gradient accumulation where the global batch is kept (train_keep_global_batch), and by how much
+        # the batch differs where it cannot be kept exactly: status says it with the start.
+        steps, change = batch.accumulation(conf.batch, len(self.job.nodes), len(nodes))
+        kept = {"accumulation": steps, "batch_change": change} if conf.batch.get("keep") else {}
         self.event(event=Event.RESTART, attempt=watch.restarts, limit=limit, nodes=nodes, world=len(nodes), why=why,
-                   checkpoint=watch.checkpoint)
+                   checkpoint=watch.checkpoint, **kept)
         return None
 
     def replaced(self, nodes: list, answers: dict) -> list:

@@ -225,6 +225,19 @@ def test_a_node_a_restart_went_on_without_is_shown_left_out():
     assert status['starts_text'] == 'restarted 1 time: on 3 nodes, then 2 (a stall at step 12)'
 
 
+def test_each_restart_says_the_accumulation_that_kept_the_global_batch():
+    record = dict(RECORD, nodes=NODES, events=[
+        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2'], 'why': 'node3 lost', 'at': 990.0,
+         'accumulation': 6, 'batch_change': 0.0},
+        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 2, 'nodes': ['node1'], 'why': 'node2 lost', 'at': 995.0,
+         'accumulation': 11, 'batch_change': -0.083}])
+    status = jobs.status(NODES, reports(report('node1', progress={'step': 3, 'step_at': 1000.0, 'points': [[1000.0, 3, None]]}),
+                                        record=record), ADDRESSES)
+    assert status['starts_text'] == ('restarted 2 times: on 3 nodes, then 2 (node3 lost; accumulation 6: the global batch kept), '
+                                     'then 1 (node2 lost; accumulation 11: the global batch 8 % smaller)')
+    assert status['starts'][2]['batch'] == 'accumulation 11: the global batch 8 % smaller'
+
+
 def test_a_lost_node_is_named_as_failed_first_not_the_survivor_that_ended_first():
     """node3 powered off: it wrote nothing; node1's and node2's ranks failed because it went away (node2's ended first).
     The supervisor's failure event names node3 lost, and stopped the others (train_on_failure: stop)."""
