@@ -59,7 +59,7 @@ def _hf_problems(files: list[str], world_size: int) -> list[str]:
 
 
 def listing(root: str, depth: int = 3) -> list[dict[str, Any]]:
-    """[{path, size}] of the files under root (paths relative to it), as find lists a checkpoint directory."""
+    """[{path, size, mtime}] of the files under root (paths relative to it), as find lists a checkpoint directory."""
     found = []
     for folder, dirs, files in os.walk(root):
         relative = os.path.relpath(folder, root)
@@ -68,10 +68,27 @@ def listing(root: str, depth: int = 3) -> list[dict[str, Any]]:
         for name in files:
             path = os.path.join(folder, name)
             try:
-                found.append({"path": os.path.normpath(os.path.join(relative, name)), "size": os.path.getsize(path)})
+                seen = os.stat(path)
+                found.append({"path": os.path.normpath(os.path.join(relative, name)), "size": seen.st_size, "mtime": seen.st_mtime})
             except OSError:
                 continue  # removed meanwhile (save_total_limit)
     return found
+
+
+def saves(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each checkpoint's save as its files tell it (listing's entries, with their mtime): [{name, step, bytes, first,
+    last}], oldest first; first and last are the earliest and latest of its files' writes (a single-file save has one
+    write: first == last, its time not measured)."""
+    found: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        head = entry["path"].partition("/")[0]
+        match = _DDP_RE.match(head) or HF_CHECKPOINT_RE.match(head)
+        if not match or entry.get("mtime") is None:
+            continue
+        name = head[:-4] if head.endswith(".tmp") else head
+        save = found.setdefault(name, {"name": name, "step": int(match.group(1)), "bytes": 0, "first": entry["mtime"], "last": entry["mtime"]})
+        save.update(bytes=save["bytes"] + entry["size"], first=min(save["first"], entry["mtime"]), last=max(save["last"], entry["mtime"]))
+    return sorted(found.values(), key=lambda save: save["step"])
 
 
 def assess(entries: list[dict[str, Any]], world_size: int) -> dict[str, Any]:

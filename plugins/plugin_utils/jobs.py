@@ -11,7 +11,7 @@ from typing import Any
 from ansible_collections.trainops.cluster.plugins.module_utils._job_events import Event, Watch, Word
 from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import HEALTHY, NOT_JUDGED, UNEXPLAINED, UNEXPLAINED_EFFICIENCY
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
-from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, nccl_use
+from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, job_saves, nccl_use
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
 
@@ -269,7 +269,9 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     restart on the cluster, each with its nodes), slow (what holds the job back, perf.bottleneck, or None), scale,
     scale_rows and scale_notes (train_action=scale's sizes: scale_table, as status shows them, and what held each
     back), records ({name: kind} of the job's records, its folder's files that collect copies), dir (the job's folder),
-    findings (what is wrong with how it runs though it runs: NCCL over sockets despite RDMA, nccl_use); a node's nccl:
+    findings (what is wrong with how it runs though it runs: NCCL over sockets despite RDMA, nccl_use; a node's log saying
+    "No space left on device", the saves' share of the time and the checkpoint storage's end, job_saves), saves (the
+    checkpoints' figures, job_saves.saves); a node's nccl:
     what its ranks' NCCL used (nccl_use.said), its perf: its ranks' windows in brief over time ([{at, busy, wait, gpu,
     tx}], the node program's perf.history_point)}.
     """
@@ -326,8 +328,9 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         supervisor["slow"] = _held_to_ladder(supervisor["slow"], ladder, ours)
     # A plain str: Ansible stores only its own types, and the word of a Verdict is a str already.
     verdict = str(_verdict(record, judged, first, supervisor, events, unsupervised))
+    saved = job_saves.saves((ours.get(nodes[0]) or {}).get("checkpoints"))
     return {"rows": rows, "nodes": per_node, "verdict": verdict, "found": record is not None, "stalled": verdict.startswith(Verdict.STALLED),
-            "first_failed": first, "findings": nccl_use.findings(ours),
+            "first_failed": first, "findings": nccl_use.findings(ours) + job_saves.no_space(logs) + saved["said"], "saves": saved,
             "stall_seconds": supervisor.get("stall_seconds"), "slow": supervisor.get("slow"), "note": note, "events": events,
             "diagnosis": diagnosis,
             "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled), "scale_notes": scale_notes(scaled),

@@ -302,3 +302,15 @@ def test_the_accumulation_of_an_attempt():
     assert batch.accumulation({"keep": True, "accumulation": 8}, 4, 3) == (11, 0.031)
     assert batch.accumulation({"keep": True, "accumulation": 1}, 3, 2) == (2, 0.333)
     assert batch.accumulation({"keep": False, "accumulation": 4}, 3, 2) == (4, 0.0) and batch.accumulation({}, 3, 1) == (1, 0.0)
+
+
+def test_the_first_nodes_report_tells_the_saves_and_the_free_space(cluster):
+    [node] = cluster("true")
+    folder = Path(node.conf["checkpoint_dir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    for step in (5, 10):
+        (folder / ("step-%06d.pt" % step)).write_bytes(b"x" * 64)
+    found = node.report()["checkpoints"]
+    assert found["dir"] == str(folder) and [(s["name"], s["step"], s["bytes"]) for s in found["saves"]] == [
+        ("step-000005.pt", 5, 64), ("step-000010.pt", 10, 64)]
+    assert found["free"] > 0

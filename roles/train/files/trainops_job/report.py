@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any, Callable
 
-from . import lifecycle, perf, records
+from . import _checkpoints, lifecycle, perf, records
 
 LOG_LINES = 80  # enough for torchrun's failure summary, which names the rank that died
 
@@ -59,7 +59,22 @@ def report(job: records.Job, clock: Callable[[], float] = time.time) -> dict:
     kinds = {name: records.record_kind(name, job.members) for name in _listing(job.dir)}
     out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
                supervisor=job.of_this_run(records.SUPERVISOR_VIEW), records={n: k for n, k in sorted(kinds.items()) if k})
+    if job.first:
+        out["checkpoints"] = checkpoints(job)
     return out
+
+
+def checkpoints(job: records.Job) -> dict:
+    """The job's saves as its checkpoint directory tells them (the one a start resumes from: LLaMA-Factory's output_dir,
+    else the job's): {dir, saves (_checkpoints.saves: each one's bytes, first and last write), free (bytes free there
+    for the training user's files, None where it cannot be read)}. The first node's alone: the folder is shared."""
+    folder = (job.conf.resume or {}).get("dir") or job.conf.checkpoint_dir
+    try:
+        seen = os.statvfs(folder)
+        free: int | None = seen.f_bavail * seen.f_frsize
+    except OSError:
+        free = None
+    return {"dir": folder, "saves": _checkpoints.saves(_checkpoints.listing(folder)) if folder else [], "free": free}
 
 
 def _listing(path: str) -> list:
