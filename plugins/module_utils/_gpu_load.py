@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Each GPU's load while a job runs: utilization, SM clock against its maximum, power draw and the clock event reasons
 active, one `nvidia-smi --query-gpu` line a GPU; a window's figures per GPU. Read, not judged: the job's supervisor
-judges (trainops_job/perf.py, gpu_straggler).
+judges (trainops_job/judge.py, gpu_straggler).
 
 Node side: the job runner's sampler (roles/train/files/trainops_job links this file); standard library only.
 """

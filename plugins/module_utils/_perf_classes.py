@@ -7,9 +7,9 @@ words of a job that nothing held back (healthy), of one whose scaling the classe
 not judged.
 
 Node side: the job runner links this file (roles/train/files/trainops_job/_perf_classes.py): perf.place reads where a
-stack is from PLACES, perf.bottleneck tries RULES in their order and words each class from its row. The controller
+stack is from PLACES, judge.bottleneck tries RULES in their order and words each class from its row. The controller
 (plugins/plugin_utils/jobs.py, job_bandwidth.py) reads the same words from here. A new class is a row here, a rule
-where it ranks, the judge of its scope in perf.py, and a test on a recorded window. Standard library only.
+where it ranks, the judge of its scope in judge.py, and a test on a recorded window. Standard library only.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ COMMUNICATION = PerfClass(
     0.6, "wait in collectives",
     "compare the job's interface with the ladder's figures (verify.yml); fewer, larger all-reduces (gradient "
     "accumulation) send less often")
-# Named by its figures (busy shares, GPU clocks, NCCL's times), not by a place in the stack: perf.straggler words it.
+# Named by its figures (busy shares, GPU clocks, NCCL's times), not by a place in the stack: judge.straggler words it.
 STRAGGLER = PerfClass("straggler", "", (), "", None, "are waited for by the others", "")
 # No class reached its bound, and every node's stacks were judged.
 HEALTHY = PerfClass("healthy", "", (), "", None, "nothing held it back", "")
@@ -85,14 +85,14 @@ NETWORK = "every node, the network"
 
 
 class Rule(NamedTuple):
-    """A step of perf.bottleneck: the class, where it is judged, and why it comes at its place."""
+    """A step of judge.bottleneck: the class, where it is judged, and why it comes at its place."""
 
     kind: PerfClass
     scope: str
     why: str
 
 
-# The precedence: perf.bottleneck tries these in order and says the first that holds.
+# The precedence: judge.bottleneck tries these in order and says the first that holds.
 RULES = (
     Rule(CHECKPOINT, EVERY, "the rank that saves is busy while the others wait for it: alone it would read as a straggler"),
     Rule(INPUT, EVERY, "every node waits for its data: the same reason"),

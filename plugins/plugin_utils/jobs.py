@@ -123,7 +123,7 @@ def _unexplained(bound: dict | None, efficiency: float | None) -> dict | None:
 
 def scale_table(events: list) -> list:
     """train_action=scale's sizes as the supervisor measured them: [{world, nodes, steps_per_second, speedup, efficiency,
-    error, bound (what held the size back: perf.bottleneck's kind, node and text, "healthy", "unexplained" (healthy at
+    error, bound (what held the size back: judge.bottleneck's kind, node and text, "healthy", "unexplained" (healthy at
     an efficiency below UNEXPLAINED_EFFICIENCY), or None: not judged),
     samples_per_second}], against the smallest size measured. Data parallel: every node does the same work in a step, so a step of k
     nodes does k nodes' work, and speedup = k * rate_k / (m * rate_m) for the smallest size m, efficiency = speedup * m / k
@@ -266,7 +266,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     found (a job of that name), stalled (the verdict is), first_failed,
     stall_seconds, note (the supervisor's, e.g. progress unknown), events (this start's), diagnosis (the last stall's
     verdict), starts ([{attempt, nodes, why}]: the start and every
-    restart on the cluster, each with its nodes), slow (what holds the job back, perf.bottleneck, or None), scale,
+    restart on the cluster, each with its nodes), slow (what holds the job back, judge.bottleneck, or None), scale,
     scale_rows and scale_notes (train_action=scale's sizes: scale_table, as status shows them, and what held each
     back), records ({name: kind} of the job's records, its folder's files that collect copies), dir (the job's folder),
     findings (what is wrong with how it runs though it runs: NCCL over sockets despite RDMA, nccl_use; a node's log saying

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from trainops_job import perf
+from trainops_job import judge, perf
 
 # Run ids of this test process alone: the sampler reads every process of the machine, and another suite's ranks (a
 # second checkout's tests running beside) must not count as this one's.
@@ -56,21 +56,21 @@ def window(busy: list, at: float = 100.0, attempt: int = 0) -> dict:
 def test_the_node_the_others_wait_for_is_named_with_its_figures():
     # node3 at a fifth of a core: its rank busy the whole step, the others waiting for it at the all-reduce.
     perfs = {"node1": window([0.2]), "node2": window([0.25]), "node3": window([0.97])}
-    found = perf.straggler(perfs, 105.0, 0)
+    found = judge.straggler(perfs, 105.0, 0)
     assert found == {"node": "node3", "busy": 0.97, "others": 0.225, "ratio": 4.31, "text": (
         "straggler: node3's ranks are busy 97 % of the time, the other nodes' 22 % (they wait for it); it computes at least "
         "4.3x longer per step")}
 
 
 def test_no_straggler_when_every_node_is_as_busy_or_the_figures_are_stale():
-    assert perf.straggler({"node1": window([0.9, 0.95]), "node2": window([0.92]), "node3": window([0.97])}, 105.0, 0) is None
-    assert perf.straggler({"node1": window([0.3]), "node2": window([0.35]), "node3": window([0.6])}, 105.0, 0) is None
+    assert judge.straggler({"node1": window([0.9, 0.95]), "node2": window([0.92]), "node3": window([0.97])}, 105.0, 0) is None
+    assert judge.straggler({"node1": window([0.3]), "node2": window([0.35]), "node3": window([0.6])}, 105.0, 0) is None
     slow = {"node1": window([0.2]), "node2": window([0.25]), "node3": window([0.97])}
     # Windows older than three, or of an earlier attempt, are not judged; nor is one node alone.
-    assert perf.straggler(slow, 135.5, 0) is None and perf.straggler(slow, 105.0, 1) is None
+    assert judge.straggler(slow, 135.5, 0) is None and judge.straggler(slow, 105.0, 1) is None
     # Nor an attempt's first window: its start (imports, the rendezvous) is in it.
-    assert perf.straggler(dict(slow, node3=dict(slow["node3"], first=True)), 105.0, 0) is None
-    assert perf.straggler({"node1": window([0.97])}, 105.0, 0) is None
+    assert judge.straggler(dict(slow, node3=dict(slow["node3"], first=True)), 105.0, 0) is None
+    assert judge.straggler({"node1": window([0.97])}, 105.0, 0) is None
 
 
 def test_the_runner_writes_each_windows_shares_to_the_nodes_perf_record(cluster):
@@ -120,32 +120,32 @@ def places(counts: dict, busy: float = 0.3, at: float = 100.0) -> dict:
 def test_the_bottleneck_is_the_straggler_first_then_the_class_the_stacks_show():
     slow = {"node1": places({"collective": 5}, 0.2), "node2": places({"collective": 5}, 0.25),
             "node3": places({"compute": 5}, 0.97)}
-    assert perf.bottleneck(slow, 105.0, 0)["kind"] == "straggler"
+    assert judge.bottleneck(slow, 105.0, 0)["kind"] == "straggler"
     # Stacks read, but one node's window not there yet: nothing judged, not even the straggler (rank 0 busy saving a
     # checkpoint would be called one before the others' windows show them waiting in its save).
-    assert perf.bottleneck(dict(slow, node2=None), 105.0, 0) is None
-    assert perf.straggler(dict(slow, node2=None), 105.0, 0)["node"] == "node3"
+    assert judge.bottleneck(dict(slow, node2=None), 105.0, 0) is None
+    assert judge.straggler(dict(slow, node2=None), 105.0, 0)["node"] == "node3"
     # The straggler computing its batches in the data loader (molecule train's at a fifth of a core): said with it.
     loading = dict(slow, node3=places({"input": 3, "compute": 2}, 0.97))
-    found = perf.bottleneck(loading, 105.0, 0)
+    found = judge.bottleneck(loading, 105.0, 0)
     assert found["kind"] == "straggler" and found["text"].endswith("longer per step; 60 % of its ranks' time is in the data loader")
     # One node's ranks wait for their data, the others for it in the all-reduce: that node, input-bound.
     loader = {"node1": places({"collective": 4, "compute": 1}), "node2": places({"input": 4, "other": 1}),
               "node3": places({"collective": 5})}
-    found = perf.bottleneck(loader, 105.0, 0)
+    found = judge.bottleneck(loader, 105.0, 0)
     assert found["kind"] == "input-bound" and found["node"] == "node2" and found["share"] == 0.8, found
     assert found["text"].startswith("input-bound: node2's ranks wait for their data 80 % of the time (node1 0 %, node2 80 %, "
                                     "node3 0 %); stage the data"), found
     # Every node's ranks in the checkpoint's save: no one node named.
     saving = {n: places({"checkpoint": 3, "compute": 2}) for n in ("node1", "node2")}
-    found = perf.bottleneck(saving, 105.0, 0)
+    found = judge.bottleneck(saving, 105.0, 0)
     assert found["kind"] == "checkpoint-bound" and found["node"] is None, found
     assert found["text"].startswith("checkpoint-bound: every node's ranks save or load checkpoints 60 % of the time"), found
     # Rank 0 busy with the save while the others wait for it at the barrier in it (molecule train's saving job): the
     # class, not a straggler.
     saving = {"node1": places({"checkpoint": 4, "compute": 1}, 1.0), "node2": places({"checkpoint": 3, "collective": 1}, 0.3),
               "node3": places({"checkpoint": 4}, 0.2)}
-    found = perf.bottleneck(saving, 105.0, 0)
+    found = judge.bottleneck(saving, 105.0, 0)
     assert found["kind"] == "checkpoint-bound" and found["text"].startswith(
         "checkpoint-bound: every node's ranks save or load checkpoints 75-100 % of the time (node1 80 %, node2 75 %, node3 100 %)"), found
     # Waiting in collectives with no straggler: communication-bound, with what the training interface carries.
@@ -154,28 +154,28 @@ def test_the_bottleneck_is_the_straggler_first_then_the_class_the_stacks_show():
     # A rank stopped on node2 (molecule train's stall: SIGSTOP): node1's and node3's wait in the all-reduce for it, not for
     # the network.
     stopped = dict(waiting, node2=places({"other": 5}, 0.0), node3=waiting["node1"])
-    assert perf.bottleneck(stopped, 105.0, 0) is None
+    assert judge.bottleneck(stopped, 105.0, 0) is None
     caught = dict(waiting, node2=places({"stopped": 5}, 0.0), node3=waiting["node1"])
-    assert perf.bottleneck(caught, 105.0, 0) is None and not perf.judged(caught, 105.0, 0)
-    found = perf.bottleneck(waiting, 105.0, 0)
+    assert judge.bottleneck(caught, 105.0, 0) is None and not judge.judged(caught, 105.0, 0)
+    found = judge.bottleneck(waiting, 105.0, 0)
     assert found["kind"] == "communication-bound" and found["text"].endswith(
         "; the training interface carries node1 12.3 MB/s out, 11.9 in (eth1), node2 12.3 MB/s out, 11.9 in (eth1)"), found
 
 
 def test_no_bottleneck_below_the_bounds_with_too_few_looks_or_stale_windows():
-    assert perf.bottleneck({n: places({"compute": 3, "other": 2, "input": 1}) for n in ("node1", "node2")}, 105.0, 0) is None
-    few = {n: places({"input": perf.MIN_LOOKS - 1}) for n in ("node1", "node2")}
-    assert perf.bottleneck(few, 105.0, 0) is None and perf.shares(few, 105.0, 0) is None
+    assert judge.bottleneck({n: places({"compute": 3, "other": 2, "input": 1}) for n in ("node1", "node2")}, 105.0, 0) is None
+    few = {n: places({"input": judge.MIN_LOOKS - 1}) for n in ("node1", "node2")}
+    assert judge.bottleneck(few, 105.0, 0) is None and judge.shares(few, 105.0, 0) is None
     loader = {n: places({"input": 5}) for n in ("node1", "node2")}
-    assert perf.bottleneck(loader, 135.5, 0) is None and perf.bottleneck(loader, 105.0, 1) is None
+    assert judge.bottleneck(loader, 135.5, 0) is None and judge.bottleneck(loader, 105.0, 1) is None
     # Not before every node's window is there with its looks (the first ones end apart), and never "every node" for some.
-    assert perf.bottleneck(dict(loader, node3=None), 105.0, 0) is None
-    assert perf.bottleneck(dict(loader, node3=places({"input": 2})), 105.0, 0) is None
+    assert judge.bottleneck(dict(loader, node3=None), 105.0, 0) is None
+    assert judge.bottleneck(dict(loader, node3=places({"input": 2})), 105.0, 0) is None
     # A node whose stacks were not read (its root lacks CAP_SYS_PTRACE) does not hold the others' judgment back.
-    assert perf.bottleneck(dict(loader, node3=window([0.1])), 105.0, 0)["node"] == "node1"
-    assert perf.bottleneck(dict(loader, node3=places({"compute": 5})), 105.0, 0)["node"] == "node1"
+    assert judge.bottleneck(dict(loader, node3=window([0.1])), 105.0, 0)["node"] == "node1"
+    assert judge.bottleneck(dict(loader, node3=places({"compute": 5})), 105.0, 0)["node"] == "node1"
     # No stacks read (no py-spy, or ptrace denied): nothing to class.
-    assert perf.bottleneck({n: window([0.3]) for n in ("node1", "node2")}, 105.0, 0) is None
+    assert judge.bottleneck({n: window([0.3]) for n in ("node1", "node2")}, 105.0, 0) is None
 
 
 def test_the_sampler_looks_at_the_stacks_once_in_stack_every_seconds():
@@ -267,42 +267,42 @@ def test_what_the_ranks_wait_to_send_is_read_from_their_sockets():
 
 def test_a_slow_link_is_named_by_the_sends_its_node_holds():
     waiting = {n: dict(places({"collective": 5}), queued_kb=12.0) for n in ("node1", "node2", "node3")}
-    assert perf.bottleneck(waiting, 105.0, 0)["node"] is None
+    assert judge.bottleneck(waiting, 105.0, 0)["node"] is None
     slow = dict(waiting, node2=dict(waiting["node2"], queued_kb=3400.0))
-    found = perf.bottleneck(slow, 105.0, 0)
+    found = judge.bottleneck(slow, 105.0, 0)
     assert found["kind"] == "communication-bound" and found["node"] == "node2", found
     assert found["text"].startswith(
         "communication-bound: every node's ranks wait in collectives 100 % of the time (node1 100 %, node2 100 %, node3 100 %); "
         "node2's ranks' sends queue up (3400 KiB waiting on average, the other nodes' 12 KiB): its link out is slower"), found
     # Below the floor, or not far above the others': no node named.
-    assert perf.bottleneck(dict(waiting, node2=dict(waiting["node2"], queued_kb=200.0)), 105.0, 0)["node"] is None
+    assert judge.bottleneck(dict(waiting, node2=dict(waiting["node2"], queued_kb=200.0)), 105.0, 0)["node"] is None
     level = {n: dict(places({"collective": 5}), queued_kb=900.0 + i) for i, n in enumerate(("node1", "node2", "node3"))}
-    assert perf.bottleneck(level, 105.0, 0)["node"] is None
+    assert judge.bottleneck(level, 105.0, 0)["node"] is None
 
 
 def test_judged_needs_every_nodes_stacks_and_no_node_waited_for():
     # Every node's stacks read and nothing found: judged, so "healthy" may be said (train_action=scale's sizes).
     calm = {n: places({"compute": 2, "other": 3}) for n in ("node1", "node2")}
-    assert perf.judged(calm, 105.0, 0) and perf.bottleneck(calm, 105.0, 0) is None
+    assert judge.judged(calm, 105.0, 0) and judge.bottleneck(calm, 105.0, 0) is None
     # Busy shares alone (no py-spy): a straggler can be named, but no other class: not judged.
-    assert not perf.judged({n: window([0.3]) for n in ("node1", "node2")}, 105.0, 0)
+    assert not judge.judged({n: window([0.3]) for n in ("node1", "node2")}, 105.0, 0)
     # A node's window missing, or some nodes' ranks waiting in the all-reduce for another's: not judged.
-    assert not perf.judged(dict(calm, node2=None), 105.0, 0)
-    assert not perf.judged(dict(calm, node1=places({"collective": 5})), 105.0, 0)
+    assert not judge.judged(dict(calm, node2=None), 105.0, 0)
+    assert not judge.judged(dict(calm, node1=places({"collective": 5})), 105.0, 0)
 
 
 def test_a_gpu_job_is_judged_on_nccls_own_times_on_every_node_not_on_its_stacks():
     """A GPU rank's stack reads "compute" whether it computes or waits for NCCL (every look of every rank on the GPU
     machine, tests/fixtures/gpu/h100x1-nodes-job): a GPU job of more than one rank is judged on NCCL's own times."""
     gpu = {n: dict(places({"compute": 10}, busy=1.0), gpus=[{"index": 0, "util": 100.0}]) for n in ("gpu1", "gpu2")}
-    assert not perf.judged(gpu, 105.0, 0) and perf.bottleneck(gpu, 105.0, 0) is None
+    assert not judge.judged(gpu, 105.0, 0) and judge.bottleneck(gpu, 105.0, 0) is None
     timed = {"calls": 81, "ms": 5000.0, "seconds": 10.0, "share": 0.5, "sizes": []}
-    assert not perf.judged(dict(gpu, gpu1=dict(gpu["gpu1"], collectives={"0": timed})), 105.0, 0)
+    assert not judge.judged(dict(gpu, gpu1=dict(gpu["gpu1"], collectives={"0": timed})), 105.0, 0)
     both = {n: dict(w, collectives={"0": timed}) for n, w in gpu.items()}
-    assert perf.judged(both, 105.0, 0)
+    assert judge.judged(both, 105.0, 0)
     # One rank alone waits for nobody: its stacks judge it. A job on GPU hosts whose GPUs stay idle (Gloo): as on CPUs.
-    assert perf.judged({"gpu1": gpu["gpu1"]}, 105.0, 0)
-    assert perf.judged({n: dict(w, gpus=[{"index": 0, "util": 0.0}]) for n, w in gpu.items()}, 105.0, 0)
+    assert judge.judged({"gpu1": gpu["gpu1"]}, 105.0, 0)
+    assert judge.judged({n: dict(w, gpus=[{"index": 0, "util": 0.0}]) for n, w in gpu.items()}, 105.0, 0)
 
 
 def test_each_window_carries_the_attempts_earlier_ones_in_brief():
@@ -333,6 +333,6 @@ def test_the_rdma_ports_bytes_are_read_from_their_counters(tmp_path):
     # Communication-bound with RDMA figures: said beside the interface's.
     waiting = {n: dict(places({"collective": 5}), rdma={"interface": "RDMA ports", "rx_mbps": 20100.0, "tx_mbps": 21000.0})
                for n in ("node1", "node2")}
-    found = perf.bottleneck(waiting, 105.0, 0)
+    found = judge.bottleneck(waiting, 105.0, 0)
     assert found["rdma"]["node1"]["tx_mbps"] == 21000.0 and found["text"].endswith(
         "; the RDMA ports carry node1 21000.0 MB/s out, 20100.0 in (RDMA ports), node2 21000.0 MB/s out, 20100.0 in (RDMA ports)")

@@ -15,7 +15,7 @@ from conftest import recorded_windows
 from test_defined_once import literals
 
 from trainops_job import _perf_classes as classes
-from trainops_job import perf
+from trainops_job import judge, perf
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "train"
 # The recorded job folders (tests/fixtures/train) of the classes a live job on the train cluster showed.
@@ -27,7 +27,7 @@ RECORDED = {"input-bound": classes.INPUT, "checkpoint-bound": classes.CHECKPOINT
 def test_each_recorded_class_is_named_with_its_rows_words(folder):
     row = RECORDED[folder]
     perfs, now = recorded_windows(FIXTURES / folder / "job")
-    found = perf.bottleneck(perfs, now, max(window["attempt"] for window in perfs.values()))
+    found = judge.bottleneck(perfs, now, max(window["attempt"] for window in perfs.values()))
     assert found and found["kind"] == row.name, found
     assert found["text"].startswith(row.name + ": ")
     if row.place:
@@ -60,7 +60,7 @@ def test_a_new_row_is_a_new_class(monkeypatch):
     assert perf.place(stack("tokenize_batch", "/work/train.py"), "S") == "tokenizer"
     assert perf.place(stack("forward", "/work/train.py"), "R") == "compute"
     window = {"at": 100.0, "seconds": 10.0, "attempt": 0, "ranks": {"0": {"busy": 0.9, "cpu": 0.9, "places": {"tokenizer": 4, "compute": 1}}}}
-    found = perf.bottleneck({"node1": window, "node2": window}, 105.0, 0)
+    found = judge.bottleneck({"node1": window, "node2": window}, 105.0, 0)
     assert found["kind"] == "tokenizer-bound" and found["node"] is None, found
     assert found["text"].startswith("tokenizer-bound: every node's ranks tokenize their text 80 % of the time (node1 80 %, node2 80 %)")
     assert found["text"].endswith("tokenize once before the run (tokenized_path)")

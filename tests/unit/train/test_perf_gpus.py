@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from trainops_job import gpu_reader, perf
+from trainops_job import gpu_reader, judge, perf
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "gpu", "perf", "perf-window-gpus.json")
 RECORDED = json.load(open(FIXTURE))
@@ -32,35 +32,35 @@ def node(gpus: int = 2, at: float = 100.0, places: dict | None = None, **changed
 def test_a_gpu_slower_than_its_peers_is_named_with_its_node_and_reasons():
     perfs = {"node1": node(), "node2": node(sm_mhz=1005.0, reasons={"hw_thermal_slowdown": 1.0, "sw_power_cap": 1.0}),
              "node3": node()}
-    found = perf.bottleneck(perfs, 105.0, 0)
+    found = judge.bottleneck(perfs, 105.0, 0)
     assert found["kind"] == "straggler" and found["node"] == "node2" and found["gpus"] == [["node2", 1, 1005.0]], found
     assert found["text"] == (
         "straggler: node2's GPU 1 at 1005 MHz of 1980 (51 %; HW Thermal Slowdown, SW Power Cap); the job's other busy GPUs "
         "at 69 % of their maximum clock (median of 5); every data-parallel step waits for the slowest GPU: check its cooling and power "
         "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER); a GPU that stays slow: ask the provider to replace it")
     # 15 % below the others' median, with no reason given: still the one every step waits for.
-    assert perf.gpu_straggler(dict(perfs, node2=node(sm_mhz=1150.0)), 105.0, 0)["gpus"] == [["node2", 1, 1150.0]]
+    assert judge.gpu_straggler(dict(perfs, node2=node(sm_mhz=1150.0)), 105.0, 0)["gpus"] == [["node2", 1, 1150.0]]
 
 
 def test_every_gpu_at_its_power_cap_is_no_straggler():
     # The recorded H100 under load: 1361 of 1980 MHz, SW power cap all the time: every busy GPU alike.
     perfs = {"node1": node(), "node2": node(sm_mhz=1290.0), "node3": node()}
-    assert perf.gpu_straggler(perfs, 105.0, 0) is None
+    assert judge.gpu_straggler(perfs, 105.0, 0) is None
     # An idle GPU (the node's spare GPU, or a window of its data loading) is not compared.
-    assert perf.gpu_straggler(dict(perfs, node2=node(util=3.0, sm_mhz=345.0)), 105.0, 0) is None
+    assert judge.gpu_straggler(dict(perfs, node2=node(util=3.0, sm_mhz=345.0)), 105.0, 0) is None
     # Stale windows are not judged.
-    assert perf.gpu_straggler(dict(perfs, node2=node(sm_mhz=900.0)), 140.0, 0) is None
+    assert judge.gpu_straggler(dict(perfs, node2=node(sm_mhz=900.0)), 140.0, 0) is None
 
 
 def test_one_gpu_held_back_by_the_hardware_is_named_without_peers():
     alone = {"node1": node(gpus=1, at=100.0)}
     alone["node1"]["gpus"][0]["reasons"] = {"hw_power_brake_slowdown": 0.8}
-    found = perf.gpu_straggler(alone, 105.0, 0)
+    found = judge.gpu_straggler(alone, 105.0, 0)
     assert found["node"] == "node1" and found["others"] is None and found["text"].startswith(
         "straggler: node1's GPU 0 at 1361 MHz of 1980 (69 %; HW Power Brake Slowdown); its clocks held back; every "
         "data-parallel step")
     alone["node1"]["gpus"][0]["reasons"] = {"hw_power_brake_slowdown": 0.3}  # a moment's brake, not the window's
-    assert perf.gpu_straggler(alone, 105.0, 0) is None
+    assert judge.gpu_straggler(alone, 105.0, 0) is None
 
 
 def test_the_gpus_utilization_goes_with_the_class():
@@ -68,10 +68,10 @@ def test_the_gpus_utilization_goes_with_the_class():
     for name, util in (("node1", 23.0), ("node2", 31.0)):
         for gpu in waiting[name]["gpus"]:
             gpu["util"] = util
-    found = perf.bottleneck(waiting, 105.0, 0)
+    found = judge.bottleneck(waiting, 105.0, 0)
     assert found["kind"] == "input-bound" and found["text"].endswith("; GPUs busy 23-31 %"), found
     comm = {n: node(places={"collective": 9, "compute": 1}) for n in ("node1", "node2")}
-    assert perf.bottleneck(comm, 105.0, 0)["text"].endswith("; GPUs busy 99 %")
+    assert judge.bottleneck(comm, 105.0, 0)["text"].endswith("; GPUs busy 99 %")
 
 
 def test_the_sampler_reads_the_gpus_at_each_look_while_ranks_run():
@@ -130,4 +130,4 @@ def test_the_runners_own_record_on_the_gpu_machine():
     record = json.load(open(os.path.join(os.path.dirname(FIXTURE), "h100x1-job-perf.json")))
     assert record["gpus"][0]["looks"] == 10 and record["gpus"][0]["util"] == 100.0 and len(record["history"]) == 3
     assert record["history"][-1]["gpu"] == 100.0 and perf.history_point(record)["gpu"] == 100.0
-    assert perf.gpu_straggler({"node1": record}, record["at"] + 1, record["attempt"]) is None
+    assert judge.gpu_straggler({"node1": record}, record["at"] + 1, record["attempt"]) is None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, jobs
 from conftest import recorded_windows
-from trainops_job import perf
+from trainops_job import judge, perf
 
 # Run ids of this test process alone: the sampler reads every process of the machine, and another suite's ranks (a
 # second checkout's tests running beside) must not count as this one's.
@@ -91,18 +91,18 @@ def node(share: float, busbw: float = 1.68, at: float = 100.0) -> dict:
 
 def test_the_node_whose_ranks_spend_least_in_collectives_is_the_straggler():
     perfs = {"node1": node(0.58), "node2": node(0.05), "node3": node(0.61)}
-    found = perf.bottleneck(perfs, 105.0, 0)
+    found = judge.bottleneck(perfs, 105.0, 0)
     assert found["kind"] == "straggler" and found["node"] == "node2", found
     assert found["text"].startswith("straggler: node2's ranks spend 5 % of the time in NCCL's collectives, the other nodes' 60 %"), found
     # Every node alike: nobody waits for anyone.
-    assert perf.nccl_straggler({"node1": node(0.58), "node2": node(0.5)}, 105.0, 0) is None
+    assert judge.nccl_straggler({"node1": node(0.58), "node2": node(0.5)}, 105.0, 0) is None
     # Waiting little everywhere: not a straggler, whatever the gap.
-    assert perf.nccl_straggler({"node1": node(0.3), "node2": node(0.02), "node3": node(0.35)}, 105.0, 0) is None
+    assert judge.nccl_straggler({"node1": node(0.3), "node2": node(0.02), "node3": node(0.35)}, 105.0, 0) is None
 
 
 def test_every_node_in_collectives_is_communication_bound_with_nccls_busbw_against_the_ladder():
     perfs = {"node1": node(0.7, busbw=1.5), "node2": node(0.72, busbw=1.68)}
-    found = perf.bottleneck(perfs, 105.0, 0)
+    found = judge.bottleneck(perfs, 105.0, 0)
     assert found["kind"] == "communication-bound" and found["node"] is None, found
     assert found["nccl"]["busbw_gbps"] == 1.68 and found["nccl"]["node"] == "node2"
     assert found["text"].startswith("communication-bound: every node's ranks wait in collectives 70-72 % of the time "
@@ -119,7 +119,7 @@ def test_every_node_in_collectives_is_communication_bound_with_nccls_busbw_again
                                  "less per step: gradient accumulation; or a faster network)")
     # A third node without timings: not every node's figure, not judged from them.
     perfs["node3"] = dict(node(0.7), collectives={})
-    assert perf.bottleneck(perfs, 105.0, 0) is None
+    assert judge.bottleneck(perfs, 105.0, 0) is None
 
 
 def test_the_runners_own_window_recorded_on_the_gpu_machine_gives_the_jobs_busbw():
@@ -127,10 +127,10 @@ def test_the_runners_own_window_recorded_on_the_gpu_machine_gives_the_jobs_busbw
     both ranks for their dumps and read them; one node alone is no straggler and no class."""
     recorded = json.loads((DUMP.parent / "h100x1-job-perf-collectives.json").read_text())
     assert sorted(recorded["collectives"]) == ["0", "1"]
-    found = perf.nccl_busbw({"node1": recorded}, ["node1"])
+    found = judge.nccl_busbw({"node1": recorded}, ["node1"])
     assert (found["op"], found["bytes"], found["ms"], found["busbw_gbps"]) == ("all_reduce", 67125248, 39.931, 1.681)
     window = dict(recorded, attempt=0, first=False, at=100.0)
-    assert perf.nccl_straggler({"node1": window}, 105.0, 0) is None
+    assert judge.nccl_straggler({"node1": window}, 105.0, 0) is None
 
 
 NODES_JOB = DUMP.parents[1] / "h100x1-nodes-job"
@@ -145,8 +145,8 @@ def test_a_straggler_recorded_on_the_gpu_machine_is_named_from_nccls_times():
     """gpu2's rank multiplied 40 times as many matrices a step as the others (tests/device/bin/device-job-busbw): its
     ranks spend the least time in the all-reduce, the others wait there for it."""
     perfs, now = nodes_windows("straggler")
-    assert {node: perf._nccl_shares(perfs, [node])[node] for node in perfs} == {"gpu1": 1.0, "gpu2": 0.2, "gpu3": 0.921, "gpu4": 0.916}
-    found = perf.bottleneck(perfs, now, 0)
+    assert {node: judge._nccl_shares(perfs, [node])[node] for node in perfs} == {"gpu1": 1.0, "gpu2": 0.2, "gpu3": 0.921, "gpu4": 0.916}
+    found = judge.bottleneck(perfs, now, 0)
     assert found["kind"] == "straggler" and found["node"] == "gpu2", found
     assert found["text"].startswith("straggler: gpu2's ranks spend 20 % of the time in NCCL's collectives, the other nodes' 92 %")
     # Every rank's stack reads compute (a GPU rank spins in CUDA's calls): the stacks alone name nobody.
@@ -158,7 +158,7 @@ def test_the_jobs_busbw_recorded_on_the_gpu_machine_is_within_10_percent_of_nccl
     all_reduce_perf on the same four nodes at its largest size, 64 MiB (verify_max_bytes=64M): issue 36's measure."""
     perfs, now = nodes_windows("sound")
     ladder = json.loads((NODES_JOB / "verify.json").read_text())
-    found = perf.bottleneck(perfs, now, 0)
+    found = judge.bottleneck(perfs, now, 0)
     assert found["kind"] == "communication-bound" and found["node"] is None, found
     assert (found["nccl"]["op"], found["nccl"]["bytes"], found["nccl"]["busbw_gbps"]) == ("all_reduce", 67125248, 0.7335)
     rung = job_bandwidth.ladder_rung(ladder, list(perfs))
@@ -170,9 +170,9 @@ def test_the_jobs_busbw_recorded_on_the_gpu_machine_is_within_10_percent_of_nccl
                                  "ladder did: the network is the limit (send less per step: gradient accumulation; or a "
                                  "faster network)"), held["text"]
     # Judged: every node's window holds NCCL's times (a GPU job is not judged on its stacks alone).
-    assert perf.judged(perfs, now, 0)
+    assert judge.judged(perfs, now, 0)
     without = {node: dict(window, collectives={}) for node, window in perfs.items()}
-    assert not perf.judged(without, now, 0) and perf.bottleneck(without, now, 0) is None
+    assert not judge.judged(without, now, 0) and judge.bottleneck(without, now, 0) is None
 
 
 def test_scale_recorded_on_the_gpu_machine_names_each_size_and_does_not_call_a_poor_size_healthy():

@@ -17,7 +17,7 @@ from pathlib import Path
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
 from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs
 from conftest import Node, recorded_windows
-from trainops_job import perf, verdict
+from trainops_job import judge, verdict
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "train"
 
@@ -185,17 +185,17 @@ def test_the_stalls_diagnoses_name_the_stopped_rank_and_a_node_cut_off():
 
 
 def test_the_classes_are_judged_from_the_windows_recorded_at_their_verdicts():
-    """The supervisor's judge (perf.bottleneck) on every node's window as each live job wrote it when its class was named:
+    """The supervisor's judge (judge.bottleneck) on every node's window as each live job wrote it when its class was named:
     every rank's DataLoader waiting, a save after every step, one node's link at 40 Mbit/s, one node at a fifth of a core."""
     perfs, now = windows("input-bound")
-    found = perf.bottleneck(perfs, now, 0)
+    found = judge.bottleneck(perfs, now, 0)
     assert found["kind"] == "input-bound" and found["node"] is None and "every node's ranks wait for their data" in found["text"], found
     perfs, now = windows("checkpoint-bound")
-    found = perf.bottleneck(perfs, now, 0)
+    found = judge.bottleneck(perfs, now, 0)
     assert found["kind"] == "checkpoint-bound" and found["node"] is None, found
     assert "every node's ranks save or load checkpoints" in found["text"], found
     perfs, now = windows("slow-link")
-    found = perf.bottleneck(perfs, now, 0)
+    found = judge.bottleneck(perfs, now, 0)
     assert found["kind"] == "communication-bound" and "node2's ranks' sends queue up" in found["text"], found
     assert found["queued"]["node2"] > max(kb for n, kb in found["queued"].items() if n != "node2"), found
     # Held against the converge's CPU rung on these nodes (about 0.1 GB/s busbw): the job's few MB/s are far below it.
@@ -203,5 +203,5 @@ def test_the_classes_are_judged_from_the_windows_recorded_at_their_verdicts():
     assert "; against the ladder (CPU all-reduce over MPI, all nodes: " in held["text"], held["text"]
     assert "the network is slower now than when it was verified" in held["text"], held["text"]
     perfs, now = windows("straggler")
-    found = perf.bottleneck(perfs, now, 0)
+    found = judge.bottleneck(perfs, now, 0)
     assert found["kind"] == "straggler" and found["node"] == "node3" and found["text"].startswith("straggler: node3's ranks are busy"), found

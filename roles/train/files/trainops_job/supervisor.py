@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _checkpoints, _perf_classes, batch, diagnosis, perf, records, report, torchrun, verdict
+from . import _checkpoints, _perf_classes, batch, diagnosis, judge, perf, records, report, torchrun, verdict
 from ._job_events import Event, Watch, WatchEnd
 from .settings import Settings
 from .view import View
@@ -204,12 +204,12 @@ class Supervisor:
         self.request("stop", by=lost[0])
 
     def slow(self, now: float | None) -> None:
-        """What holds the job back (perf.bottleneck: a straggler, else the class that the ranks' stacks show), judged
+        """What holds the job back (judge.bottleneck: a straggler, else the class that the ranks' stacks show), judged
         while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is)."""
         watch = self.watch
         perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch.nodes}
-        found = perf.bottleneck(perfs, now, watch.attempt) if now else None
-        watch.judged = perf.judged(perfs, now, watch.attempt) if now else False
+        found = judge.bottleneck(perfs, now, watch.attempt) if now else None
+        watch.judged = judge.judged(perfs, now, watch.attempt) if now else False
         ours = [p for p in perfs.values() if p and p.get("attempt", 0) == watch.attempt]
         watch.sampled = bool(ours)
         watch.ranks = sum(len(p.get("ranks") or {}) for p in ours) if len(ours) == len(perfs) else None  # every node's counted
@@ -251,7 +251,7 @@ class Supervisor:
         self._scale_bound(now)
 
     def _scale_bound(self, now: float) -> None:
-        """A measured size's class (perf.bottleneck: what held it back, or nothing), once judged: the size runs on for
+        """A measured size's class (judge.bottleneck: what held it back, or nothing), once judged: the size runs on for
         up to BOUND_WAIT seconds after its steps (its windows end apart), or until it has run a window and a half
         without any node's window (a command without ranks to sample), then is said not judged. Then the next size."""
         watch, plan = self.watch, self.job.conf.scale or {}

@@ -37,7 +37,7 @@ class View:
     # When a failure of the current attempt was first seen, and the attempt whose failure was decided.
     failed_at: float | None = None
     decided: int | None = None
-    # The last window's judgement: what held the job back (perf.bottleneck), whether every node's window could be
+    # The last window's judgement: what held the job back (judge.bottleneck), whether every node's window could be
     # judged, was sampled at all, and the ranks every node's runner counted.
     slow: dict[str, Any] | None = None
     judged: bool = False
