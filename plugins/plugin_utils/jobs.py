@@ -311,10 +311,11 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     first = first_failed([n for n, seen in per_node.items() if seen["failed"]], logs, addresses,
                          {n: seen["ended"] for n, seen in per_node.items()})
     # A node the supervisor found lost (powered off: it wrote nothing) failed first, not a survivor whose ranks failed
-    # because it went away; said while nothing runs again.
-    lost = next((e for e in reversed(events) if e.get("event") == Event.FAILURE and e.get("lost")), None)
-    if lost and not any(seen["running"] for seen in per_node.values()):
-        first = lost["first"]
+    # because it went away; said while nothing runs again, and only where no restart followed (a restart that went on
+    # without it, stopped later by a user, is no failure of the job).
+    last = next((e for e in reversed(events) if e.get("event") in (Event.FAILURE, Event.RESTART)), None)
+    if last and last.get("event") == Event.FAILURE and last.get("lost") and not any(seen["running"] for seen in per_node.values()):
+        first = last["first"]
     diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == Event.DIAGNOSIS), None)
     note, unsupervised = supervisor.get("note"), None
     if record is not None and not reports.get(nodes[0]):

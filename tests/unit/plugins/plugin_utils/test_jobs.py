@@ -250,6 +250,13 @@ def test_a_lost_node_is_named_as_failed_first_not_the_survivor_that_ended_first(
     status = jobs.status(NODES, parts, ADDRESSES, unreachable=['node3'])
     assert status['first_failed'] == 'node3'
     assert status['verdict'] == 'failed: node3 failed first; not restarted: ' + why
+    # Restarted without it (train_on_failure: restart), then stopped by the user: stopped, no failure of the job.
+    record['events'] = [record['events'][0], {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2'],
+                                              'why': why + ' (train_on_failure: restart)', 'at': 1000.0}]
+    parts = reports(report('node1', 'stopped', rc=0, stopped_by='train_action=stop'),
+                    report('node2', 'stopped', rc=0, stopped_by='train_action=stop'), record=record)
+    status = jobs.status(NODES, parts, ADDRESSES, unreachable=['node3'])
+    assert status['first_failed'] is None and status['verdict'] == 'stopped', status['verdict']
 
 
 def test_the_guard_that_stopped_a_failing_job_is_named_in_its_verdict():
