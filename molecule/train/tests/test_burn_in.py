@@ -36,10 +36,10 @@ def test_the_acceptance_record_holds_every_check_of_every_node():
     """verify.yml -e verify_acceptance=true: the burn-in, the ladder and GPU health (none here) gathered per node into
     acceptance.json and onto the report page; the burn-in's figures and its one result for every node."""
     # Three containers of one 2-core machine whose other lane runs beside: a node's memory bandwidth read 1.8 GB/s,
-    # under half its peers', once while that lane was busy. A healthy node here is one above a fifth of the median (a
-    # node at a fifth of a core read 16 % of its peers' GEMM: below it all the same).
+    # under half its peers', once while that lane was busy. A healthy node here is one above a fifth of the median
+    # (burn_in_outlier_fraction 0.8: at most 80 % below it); a node at a fifth of a core read 16 % of its peers' GEMM.
     run = playbook("verify.yml", "-e", "verify_acceptance=true", "-e", "burn_in_cpu=true", "-e", "burn_in_seconds=3",
-                   "-e", "burn_in_outlier_fraction=0.2", timeout=900)
+                   "-e", "burn_in_outlier_fraction=0.8", timeout=900)
     assert run.returncode == 0, run.stdout[-3000:]
     record = json.loads((INVENTORY.parent / "reports" / "acceptance.json").read_text())
     assert record["passed"] is True and sorted(record["nodes"]) == CLUSTER, record
