@@ -24,6 +24,8 @@ INVENTORY = SCENARIO / "inventory" / "hosts.yml"
 STATE = INVENTORY.parent / ".state"
 # How long the timed steps took, one JSON line each, read by `scripts/benchmark timings` (which holds the targets).
 TIMINGS = PROJECT / "tests" / "output" / "timings.jsonl"
+# Every playbook run of a test, one JSON line each: scripts/summarize-results prints where the scenarios' time went.
+PLAYBOOKS = PROJECT / "tests" / "output" / "playbooks.jsonl"
 
 
 def tool(name):
@@ -45,11 +47,25 @@ def ansible_inventory():
     return json.loads(out)
 
 
+def _what(name, args):
+    """The playbook with what picks its work: its train_action, its --tags."""
+    picks = [a for a in args if a.startswith("train_action=")]
+    picks += [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--tags"]
+    return " ".join([name] + picks)
+
+
 def playbook(name, *args, timeout=600, inventory=INVENTORY):
     """Run playbooks/<name> of this checkout against the scenario's cluster (another inventory of its nodes where given);
-    returns the CompletedProcess."""
-    return subprocess.run([tool("ansible-playbook"), "-i", str(inventory), str(PROJECT / "playbooks" / name)] + list(args),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    returns the CompletedProcess. Its time goes to PLAYBOOKS."""
+    start = time.monotonic()
+    run = subprocess.run([tool("ansible-playbook"), "-i", str(inventory), str(PROJECT / "playbooks" / name)] + list(args),
+                         capture_output=True, text=True, timeout=timeout, check=False)
+    PLAYBOOKS.parent.mkdir(parents=True, exist_ok=True)
+    with open(PLAYBOOKS, "a") as log:
+        log.write(json.dumps({"scenario": SCENARIO.name, "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
+                              "playbook": _what(name, args),
+                              "rc": run.returncode, "seconds": round(time.monotonic() - start, 1)}) + "\n")
+    return run
 
 
 class Run:

@@ -142,6 +142,14 @@ def fixture_output(tmp_path):
                                     "molecule-facts fail 300 1098 1398\nmolecule-default pass 2000 1098 3098\n")
     (tmp_path / "lanes").write_text("2 1098 1398 facts\n1 1098 3098 default\n")
     (tmp_path / "wall").write_text("900 1000 3100\n")
+    (tmp_path / "playbooks.jsonl").write_text("".join(json.dumps({"scenario": "default", "test": "t", "playbook": p, "rc": 0, "seconds": s}) + "\n"
+                                                      for p, s in [("doctor.yml", 20.4), ("site.yml", 90), ("doctor.yml", 21)]))
+    # molecule's own lines as scripts/test stamped them, its colours kept; the recap at its end opens nothing.
+    said = ["destroy: \x1b[36mExecuting", "destroy: \x1b[32mExecuted: Successful", "\x1b[33mconverge\x1b[0m: \x1b[36mExecuting\x1b[0m",
+            "\x1b[33mconverge\x1b[0m: \x1b[32mExecuted: Successful\x1b[0m", "verify: Executing Testinfra tests found in x",
+            "verify: Executing", "verify: Executed: Successful", "destroy: Executing", "destroy: Executed: Successful",
+            "converge: Executed: Successful"]
+    (tmp_path / "phases").write_text("".join("%d default %s\n" % (t, line) for t, line in zip([1098, 1102, 1102, 1400, 1400, 1400, 3090, 3090, 3097, 3097], said)))
     return tmp_path
 
 
@@ -152,6 +160,9 @@ def test_the_summary_writes_suite_json_and_ends_with_the_counts(output, capsys):
     assert printed[-1] == "21 passed, 2 failed"
     assert "suite 2200 s wall, 36.7 min (bootstrap 100 s)" in printed
     assert "lane 1   2000 s  default" in printed and "lane 2    300 s  facts" in printed
+    # Where a scenario's time went: its playbook runs, those that took the most first.
+    assert "default: destroy 11 s, converge 298 s, verify 1690 s" in printed
+    assert "default: 3 playbook runs, 131 s (site.yml 1x 90 s, doctor.yml 2x 41 s)" in printed
     suite = json.loads((output / "suite.json").read_text())
     assert suite["wall_seconds"] == 2200 and suite["bootstrap_seconds"] == 100
     assert suite["lanes"] == {"1": {"seconds": 2000, "scenarios": ["default"]}, "2": {"seconds": 300, "scenarios": ["facts"]}}

@@ -15,7 +15,23 @@ from pathlib import Path
 
 import pytest
 from testbed_fixtures import (  # noqa: F401  pylint: disable=unused-import
-    CLUSTER, HOSTVARS, INVENTORY, node_fixture, group_vars_fixture, pytest_configure, pytest_collection_modifyitems)
+    CLUSTER, HOSTVARS, INVENTORY, node_fixture, group_vars_fixture, playbook, pytest_configure, pytest_collection_modifyitems)
+
+# The ladder's run: the acceptance record of the healthy cluster (the burn-in on the nodes' CPUs, 3 s) with the
+# ladder, torchrun's rungs among it. Three containers of one 2-core machine whose other lane runs beside: a node's
+# memory bandwidth read 1.8 GB/s, under half its peers', once while that lane was busy. A healthy node here is one above
+# a fifth of its peers' median (burn_in_outlier_fraction 0.8: at most 80 % below it); a node at a fifth of a core read
+# 16 % of its peers' GEMM.
+LADDER = ["-e", "verify_acceptance=true", "-e", "burn_in_cpu=true", "-e", "burn_in_seconds=3", "-e", "burn_in_outlier_fraction=0.8"]
+
+
+@pytest.fixture(name="ladder", scope="session", autouse=True)
+def ladder_fixture():
+    """verify.yml once, before every test (the converge skips the ladder: molecule.yml): its reports are what the
+    ladder's tests read (test_burn_in, test_torchrun), and its torchrun rung installs the training script the jobs run
+    (/opt/trainops/bin/train_ddp.py). Its result is the acceptance test's to judge: a failed ladder fails that test,
+    and the tests that need what it left."""
+    return playbook("verify.yml", *LADDER, timeout=900)
 
 
 @pytest.fixture(name="master_port_dropped")
@@ -56,7 +72,7 @@ LOG_LINES = 400
 @pytest.fixture(name="record")
 def record_fixture(node):
     """record(job, case, unreachable=(), ladder=False): writes TRAINOPS_RECORD/case/ from the job's folder and the nodes
-    as they are, with the converge's ladder (verify.json: a communication-bound verdict is held against it) where asked
+    as they are, with the scenario's ladder (verify.json: a communication-bound verdict is held against it) where asked
     (nothing where TRAINOPS_RECORD is not set: the suite)."""
     def record(job, case, unreachable=(), ladder=False):
         if not RECORD:

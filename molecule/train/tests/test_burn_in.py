@@ -1,8 +1,8 @@
-"""verify.yml's burn-in (role burn_in) on the CPU nodes (burn_in_cpu: their float32 GEMM and memory copy): every node
-measured and compared with its peers; node3 at a fifth of a core (podman update --cpus 0.2) named, the run failed. The
-acceptance record of a healthy cluster: the burn-in, the ladder and GPU health per node. How a failing node's checks
-land in the record (node3's burn-in failing its acceptance) is a decision on the checks: tests/unit/plugins/
-plugin_utils/test_acceptance.py."""
+"""verify.yml's burn-in (role burn_in) on the CPU nodes (burn_in_cpu: their float32 GEMM and memory copy): the
+acceptance record of a healthy cluster (the burn-in, the ladder and GPU health per node), from the scenario's ladder run
+(conftest.py); every node measured and compared with its peers; node3 at a fifth of a core (podman update --cpus 0.2)
+named, the run failed. How a failing node's checks land in the record (node3's burn-in failing its acceptance) is a
+decision on the checks: tests/unit/plugins/plugin_utils/test_acceptance.py."""
 
 import json
 import subprocess
@@ -17,29 +17,11 @@ def burn(*args):
     return run, json.loads(REPORT.read_text())
 
 
-def test_the_burn_in_names_a_node_below_its_peers():
-    # node3 at a fifth of a core read 16 % of its peers' GEMM; the healthy figures of every node are the acceptance
-    # test's (below), whose run measures them too.
-    subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
-    try:
-        run, report = burn()
-    finally:
-        subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)
-    print(report["text"])
-    assert run.returncode != 0 and report["passed"] is False, run.stdout[-3000:]
-    assert {f["node"] for f in report["findings"]} == {"node3"}, report["text"]
-    assert "GEMM below its peers'" in [f["what"] for f in report["findings"]], report["text"]
-    assert "node3: " in run.stdout and "GEMM below its peers'" in run.stdout
-
-
-def test_the_acceptance_record_holds_every_check_of_every_node():
-    """verify.yml -e verify_acceptance=true: the burn-in, the ladder and GPU health (none here) gathered per node into
-    acceptance.json and onto the report page; the burn-in's figures and its one result for every node."""
-    # Three containers of one 2-core machine whose other lane runs beside: a node's memory bandwidth read 1.8 GB/s,
-    # under half its peers', once while that lane was busy. A healthy node here is one above a fifth of the median
-    # (burn_in_outlier_fraction 0.8: at most 80 % below it); a node at a fifth of a core read 16 % of its peers' GEMM.
-    run = playbook("verify.yml", "-e", "verify_acceptance=true", "-e", "burn_in_cpu=true", "-e", "burn_in_seconds=3",
-                   "-e", "burn_in_outlier_fraction=0.8", timeout=900)
+def test_the_acceptance_record_holds_every_check_of_every_node(ladder):
+    """verify.yml -e verify_acceptance=true (the scenario's ladder, conftest.py): the burn-in, the ladder and GPU health
+    (none here) gathered per node into acceptance.json and onto the report page; the burn-in's figures and its one
+    result for every node. First in this file: the next test's burn-in writes burn-in.json anew."""
+    run = ladder
     assert run.returncode == 0, run.stdout[-3000:]
     record = json.loads((INVENTORY.parent / "reports" / "acceptance.json").read_text())
     assert record["passed"] is True and sorted(record["nodes"]) == CLUSTER, record
@@ -51,3 +33,18 @@ def test_the_acceptance_record_holds_every_check_of_every_node():
     assert [row["node"] for row in burn_in["rows"]] == CLUSTER and all(row["gemm"] > 0 and row["memory"] > 0 for row in burn_in["rows"])
     assert len({row["sha256"] for row in burn_in["rows"]}) == 1, burn_in["rows"]
     assert "acceptance " in run.stdout and '<h2 id="acceptance">' in (INVENTORY.parent / "reports" / "index.html").read_text()
+
+
+def test_the_burn_in_names_a_node_below_its_peers():
+    # node3 at a fifth of a core read 16 % of its peers' GEMM; the healthy figures of every node are the acceptance
+    # test's (above), whose run measured them too.
+    subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
+    try:
+        run, report = burn()
+    finally:
+        subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)
+    print(report["text"])
+    assert run.returncode != 0 and report["passed"] is False, run.stdout[-3000:]
+    assert {f["node"] for f in report["findings"]} == {"node3"}, report["text"]
+    assert "GEMM below its peers'" in [f["what"] for f in report["findings"]], report["text"]
+    assert "node3: " in run.stdout and "GEMM below its peers'" in run.stdout

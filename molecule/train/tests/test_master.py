@@ -33,7 +33,7 @@ def test_a_master_outside_group_cluster_is_refused_before_anything_changes(node,
 
 
 def test_a_chosen_master_gets_rank_0_and_the_rendezvous(node, tmp_path, assert_nothing_left):
-    # Reports of their own: the other tests read the converge's (node1 the master).
+    # Reports of their own: the other tests read the scenario's ladder run's (node1 the master).
     reports = ["-e", "cluster_report_dir=%s" % (tmp_path / "reports")]
     try:
         run = playbook("site.yml", *LAUNCH, *CHOSEN, *reports)

@@ -52,7 +52,7 @@ def test_one_munge_key_readable_by_munge_alone(node):
 
 
 def test_the_ladder_and_the_torchrun_rungs_pass_through_srun(tmp_path):
-    # Reports of its own: the other tests read the converge's (launched without Slurm).
+    # Reports of its own: the other tests read the scenario's ladder run's (launched without Slurm).
     reports = tmp_path / "reports"
     start = time.monotonic()
     run = playbook("verify.yml", "-e", "verify_launcher=srun", "-e", "cluster_report_dir=%s" % reports)

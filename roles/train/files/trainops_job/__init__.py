@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """trainops-job: this node's part of the training jobs of playbooks/train.yml (role trainops.cluster.train), one
-standard-library Python program that owns the job's files (records.py names them all). The role installs it in
-/opt/trainops/lib with /usr/local/bin/trainops-job in front; the command line is cli.py's.
+standard-library Python program that owns the job's files (records.py names them all). The role installs it as one
+archive, /opt/trainops/lib/trainops_job.zip (Python imports from it), with /usr/local/bin/trainops-job in front; the
+command line is cli.py's.
 
 records     the job's settings, folder and marks; the states and stop reasons
 runner      run: the command, fail fast, the supervisor's requests (stop, restart on the nodes it names), a stop that

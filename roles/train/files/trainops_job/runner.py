@@ -25,6 +25,7 @@ from . import _checkpoints, batch, diagnosis, gpu_reader, health, perf, processe
 
 # Seconds between two heartbeats of a node's runner while its part runs (supervisor.LOST_AFTER: six missed).
 HEARTBEAT = 5.0
+# Where the package is imported from: its folder's parent, or on the nodes the archive it is installed as.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

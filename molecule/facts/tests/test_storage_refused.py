@@ -1,7 +1,7 @@
 """Storage the cluster brings (nfs_enabled: false, as on rented clusters): site.yml's validation, before anything
-changes, accepts the shared directory every node mounts (the converge ran it), and names with the fix a directory
-the training user cannot write (owned by root), one that is not shared (each node's own), and one mounted read-only
-on one node.
+changes, accepts the shared directory every node mounts (the converge ran it, on both releases), and names with the
+fix a directory the training user cannot write (owned by root), one that is not shared (each node's own), and one
+mounted read-only on one node.
 The doctor proves it too: no fstab entry expected, a file written as the training user on every node."""
 
 import contextlib
