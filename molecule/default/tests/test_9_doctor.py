@@ -1,5 +1,5 @@
-"""Fault injection: each classic hang alone, named by doctor.yml (timed: target 30 s, in scripts/benchmark); check mode;
-site.yml repairs.
+"""Fault injection: the classic hangs named by doctor.yml (timed: target 30 s, in scripts/benchmark), alone where a fault
+would hide others, else several on different checks at once, each named; check mode; site.yml repairs.
 
 Tests run in file order; each fault test leaves the cluster healthy again for the next one, but for the stopped node,
 powered on again and left for the last test's one site.yml run to repair. A fault that the last test
@@ -65,78 +65,66 @@ def test_healthy_cluster_passes(node):
                                                                          "ranks", "ports", "limits", "storage", "gpus"}
 
 
-def test_a_hosts_line_removed(node):
-    with restored(node("node2"), "/etc/hosts"):
-        node("node2").check_output("sed -i '/\\tnode3$/d' /etc/hosts")
-        assert_named("cannot resolve node3")
-
-
 def test_b_two_nodes_with_the_same_hostname(node):
     node("node3").check_output("hostname node2")
     assert_named("its hostname is node2, not node3", "has the same hostname (node2) as node2")
     repair("hosts")
 
 
-def test_c_authorized_keys_emptied(node):
-    with restored(node("node2"), "/home/train/.ssh/authorized_keys"):
-        node("node2").check_output(": > /home/train/.ssh/authorized_keys")
-        assert_named("-> node2 (name): permission denied")
-
-
-def test_d_master_port_dropped_on_the_master(node):
-    # A rule of the role's own table, with the handle to delete it by.
-    echo = node("node1").check_output("nft --echo --handle insert rule inet trainops input tcp dport 29500 drop")
+@contextlib.contextmanager
+def master_port_dropped(host):
+    """node1 drops the rendezvous port, a rule of the role's own table, deleted by its handle afterwards."""
+    echo = host.check_output("nft --echo --handle insert rule inet trainops input tcp dport 29500 drop")
     handle = re.search(r"# handle (\d+)", echo).group(1)
     try:
-        assert_named("node2 -> node1:29500 timed out", "node3 -> node1:29500 timed out")
+        yield
     finally:
-        node("node1").check_output("nft delete rule inet trainops input handle %s" % handle)
+        host.check_output("nft delete rule inet trainops input handle %s" % handle)
 
 
-def test_e_nccl_interface_missing(node):
-    with restored(node("node2"), "/etc/trainops/launch.env"):
-        node("node2").check_output("sed -i 's/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=ib9/' /etc/trainops/launch.env")
-        assert_named("NCCL_SOCKET_IFNAME=ib9: no such interface")
-
-
-def test_f_version_drift(node):
-    # podman cp: one local copy (an ansible copy of the recordings took a minute, a round trip per file).
-    subprocess.run(["podman", "cp", str(PROJECT / "tests" / "fixtures" / "gpu"), "%s:/opt/replay" % container("node3")],
+@contextlib.contextmanager
+def version_drift(host, name):
+    """The node replays recorded nvidia-smi output of 2 GPUs and another driver (podman cp: one local copy; an ansible
+    copy of the recordings took a minute, a round trip per file)."""
+    subprocess.run(["podman", "cp", str(PROJECT / "tests" / "fixtures" / "gpu"), "%s:/opt/replay" % container(name)],
                    check=True, capture_output=True)
-    node("node3").check_output("printf '#!/bin/sh\\nexec /opt/replay/variants/nvidia-smi-replay \"$@\"\\n' > /usr/local/bin/nvidia-smi"
-                               " && chmod 755 /usr/local/bin/nvidia-smi /opt/replay/variants/nvidia-smi-replay")
+    host.check_output("printf '#!/bin/sh\\nexec /opt/replay/variants/nvidia-smi-replay \"$@\"\\n' > /usr/local/bin/nvidia-smi"
+                      " && chmod 755 /usr/local/bin/nvidia-smi /opt/replay/variants/nvidia-smi-replay")
     try:
-        assert_named("driver is 580.159.04", "2 GPUs, expected 0")
+        yield
     finally:
-        node("node3").check_output("rm -rf /usr/local/bin/nvidia-smi /opt/replay")
+        host.check_output("rm -rf /usr/local/bin/nvidia-smi /opt/replay")
 
 
-def test_g_master_addr_loopback(node):
-    with restored(node("node3"), "/etc/trainops/launch.env"):
-        node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
-        assert_named("MASTER_ADDR=127.0.0.1 is loopback")
+# Faults of different checks, injected together and named in one run each: a diagnosis names every fault it finds, not
+# the first alone (each doctor run is 25 s of the suite). A fault that cuts a node off (j2, k), or one that the others'
+# checks would run into (b's duplicate name, j3's uid), stays alone.
+def test_c_d_e_f_h_keys_port_interface_drift_and_shm_at_once(node):
+    """node2's authorized_keys emptied, its NCCL interface missing and its /dev/shm 64 MiB in the wrapper; the master
+    port dropped on the master (node1); node3 replaying another driver and 2 GPUs."""
+    with contextlib.ExitStack() as faults:
+        faults.enter_context(master_port_dropped(node("node1")))
+        faults.enter_context(restored(node("node2"), "/home/train/.ssh/authorized_keys", "/etc/trainops/launch.env",
+                                      "/usr/local/bin/trainops-run"))
+        node("node2").check_output(": > /home/train/.ssh/authorized_keys && "
+                                   "sed -i 's/^NCCL_SOCKET_IFNAME=.*/NCCL_SOCKET_IFNAME=ib9/' /etc/trainops/launch.env && "
+                                   "sed -i 's/--ipc host/--ipc private --shm-size 64m/' /usr/local/bin/trainops-run")
+        faults.enter_context(version_drift(node("node3"), "node3"))
+        assert_named("-> node2 (name): permission denied", "node2 -> node1:29500 timed out", "node3 -> node1:29500 timed out",
+                     "NCCL_SOCKET_IFNAME=ib9: no such interface", "/dev/shm inside trainops-run is 64 MiB", "driver is 580.159.04",
+                     "2 GPUs, expected 0")
 
 
-def test_h_shm_64m_in_the_wrapper(node):
-    with restored(node("node2"), "/usr/local/bin/trainops-run"):
-        node("node2").check_output("sed -i 's/--ipc host/--ipc private --shm-size 64m/' /usr/local/bin/trainops-run")
-        assert_named("/dev/shm inside trainops-run is 64 MiB")
-
-
-def test_i_shared_mount_missing(node):
-    with restored(node("node2"), "/etc/fstab"):
-        node("node2").check_output("sed -i '\\# /mnt/shared #d' /etc/fstab")
-        assert_named("no /mnt/shared entry in /etc/fstab")
-
-
-def test_j1_private_key_readable_by_others(node):
-    # ssh ignores the key and is refused everywhere: the cause is node2's key, not the others' authorized_keys.
+def test_a_g_i_j1_hosts_line_master_addr_fstab_and_key_at_once(node):
+    """node2's /etc/hosts without node3, its fstab without the shared mount and its private key readable by others
+    (ssh ignores it and is refused everywhere: the cause named is node2's key, not the others' authorized_keys); node3's
+    MASTER_ADDR the loopback."""
     key = "/home/train/.ssh/id_ed25519_%s" % HOSTVARS["node2"]["cluster_name"]
-    node("node2").check_output("chmod 0644 %s" % key)
-    try:
-        assert_named("this node's private key is readable by others, so ssh ignores it")
-    finally:
-        node("node2").check_output("chmod 0600 %s" % key)
+    with restored(node("node2"), "/etc/hosts", "/etc/fstab", key), restored(node("node3"), "/etc/trainops/launch.env"):
+        node("node2").check_output("sed -i '/\\tnode3$/d' /etc/hosts && sed -i '\\# /mnt/shared #d' /etc/fstab && chmod 0644 %s" % key)
+        node("node3").check_output("sed -i 's/^MASTER_ADDR=.*/MASTER_ADDR=127.0.0.1/' /etc/trainops/launch.env")
+        assert_named("cannot resolve node3", "no /mnt/shared entry in /etc/fstab", "MASTER_ADDR=127.0.0.1 is loopback",
+                     "this node's private key is readable by others, so ssh ignores it")
 
 
 def test_j2_training_interface_down(node):
