@@ -27,6 +27,14 @@ WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin", "model.safeten
                 "model.safetensors.index.json", "pytorch_model.bin.index.json")
 WEIGHT_SHARD_RE = re.compile(r"^(?:model|pytorch_model)-(\d+)-of-(\d+)\.(?:safetensors|bin)$")
 _ZERO_RE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
+# DeepSpeed's files in global_stepN/: every data-parallel rank's optimizer shard (ZeRO), per model-parallel rank; under
+# ZeRO-3 every rank's model shard too (zero_pp_rank_D_mp_rank_M_model_states.pt), else mp_rank_M_model_states.pt.
+_ZERO_SHARD_RE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+_ZERO3_MODEL_RE = re.compile(r"^zero_pp_rank_\d+_mp_rank_\d+_model_states\.pt$")
+# DeepSpeed's universal checkpoint (ds_to_universal's output beside the step's folder): loadable at any size.
+_UNIVERSAL_RE = re.compile(r"^global_step\d+_universal$")
+# torch.distributed.checkpoint (DCP, FSDP's sharded state): its .metadata and the ranks' .distcp files, reshardable.
+_DCP_RE = re.compile(r"\.distcp$")
 
 
 def _hf_problems(files: list[str], world_size: int) -> list[str]:
@@ -125,6 +133,41 @@ def assess(entries: list[dict[str, Any]], world_size: int) -> dict[str, Any]:
     incomplete = {n: p for n, (s, dummy, p) in found.items() if p and s > newest_step}
     return {"latest": latest, "step": found[latest][0] if latest else None, "size": found[latest][1] if latest else None,
             "complete": complete, "incomplete": incomplete}
+
+
+def layout(entries: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """How checkpoint `name` (assess's latest: a file or a directory of the listing) was written, for a restart at
+    another world size: {format, zero_stage, data_parallel, model_parallel, universal}.
+
+    format: "file" (one file every rank loads: train_ddp.py's), "dcp" (torch.distributed.checkpoint's shards, resharded
+    at load), "deepspeed" (ZeRO shards of data_parallel ranks for each of model_parallel ranks; zero_stage 3 where the
+    model is sharded too, else "1/2"; universal: ds_to_universal's folder beside it), "trainer" (the Trainer's DDP
+    checkpoint: the whole model and optimizer, any size)."""
+    if not any(e["path"].startswith(name + "/") for e in entries):
+        return {"format": "file", "zero_stage": None, "data_parallel": None, "model_parallel": None, "universal": False}
+    files = [e["path"][len(name) + 1:] for e in entries if e["path"].startswith(name + "/")]
+    names = [path.rsplit("/", 1)[-1] for path in files]
+    shards = [m for m in (_ZERO_SHARD_RE.match(n) for n in names) if m]
+    if shards:
+        return {"format": "deepspeed", "zero_stage": 3 if any(_ZERO3_MODEL_RE.match(n) for n in names) else "1/2",
+                "data_parallel": len({m.group(1) for m in shards}), "model_parallel": len({m.group(2) for m in shards}),
+                "universal": any(_UNIVERSAL_RE.match(part) for path in files for part in path.split("/")[:-1])}
+    out_format = "dcp" if any(_DCP_RE.search(n) for n in names) and ".metadata" in names else "trainer"
+    return {"format": out_format, "zero_stage": None, "data_parallel": None, "model_parallel": None, "universal": False}
+
+
+def unfit(shape: dict[str, Any], name: str, world: int) -> str | None:
+    """Why `world` ranks cannot load the checkpoint `name` laid out as `shape` (layout's), or None where they can:
+    DeepSpeed's ZeRO shards load only at the data-parallel size that wrote them, unless converted to its universal
+    checkpoint; a single file, DCP's shards and the Trainer's DDP checkpoint load at any size."""
+    if shape["format"] != "deepspeed" or shape["universal"]:
+        return None
+    mp = shape["model_parallel"] or 1
+    if world % mp == 0 and world // mp == shape["data_parallel"]:
+        return None
+    return ("%s holds DeepSpeed ZeRO-%s shards of %d data-parallel ranks; %d ranks (%s data-parallel) cannot load them: convert it "
+            "with DeepSpeed's ds_to_universal and load it with load_universal, or restart on as many nodes as wrote it"
+            % (name, shape["zero_stage"], shape["data_parallel"], world, world // mp if world % mp == 0 else "%d/%d" % (world, mp)))
 
 
 def messages(assessment: dict[str, Any], directory: str) -> list[str]:

@@ -36,6 +36,7 @@ class Event(Word):
     SPARE_JOINED = "spare joined"
     SPARE_UNFIT = "spare unfit"
     TOO_FEW_NODES = "too few nodes"
+    CHECKPOINT_UNFIT = "checkpoint unfit"
     RESTART_LIMIT = "restart limit"
     CRASH_LOOP = "crash loop"
     SCALE = "scale"

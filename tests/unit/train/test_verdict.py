@@ -140,6 +140,67 @@ def test_a_restart_leaves_out_a_node_that_does_not_answer_down_to_the_fewest_all
         Probed.answers = {}
 
 
+def deepspeed_checkpoint(root, step, ranks):
+    """A LLaMA-Factory checkpoint under DeepSpeed ZeRO-2 written by `ranks` data-parallel ranks, as files."""
+    folder = root / ("checkpoint-%d" % step)
+    (folder / ("global_step%d" % step)).mkdir(parents=True)
+    names = ["trainer_state.json", "adapter_model.safetensors", "global_step%d/mp_rank_00_model_states.pt" % step]
+    names += ["rng_state_%d.pth" % r for r in range(ranks)]
+    names += ["global_step%d/bf16_zero_pp_rank_%d_mp_rank_00_optim_states.pt" % (step, r) for r in range(ranks)]
+    for name in names:
+        (folder / name).write_bytes(b"x")
+
+
+class Waited(Probed):
+    """The probe's answers in turn, one set a probe (the last one kept), on a clock that the waits move on."""
+
+    turns = []
+
+    def __init__(self, job):
+        self.now = 1000.0
+        super().__init__(job, clock=lambda: self.now, sleep=self.wait)
+
+    def wait(self, seconds):
+        self.now += seconds
+
+    def probe(self, nodes):
+        answers = self.turns.pop(0) if len(self.turns) > 1 else self.turns[0]
+        return {node: answers.get(node) for node in nodes}
+
+
+def test_a_restart_on_fewer_nodes_than_its_deepspeed_checkpoint_needs_is_refused_saying_why(tmp_path):
+    deepspeed_checkpoint(tmp_path / "out", 200, 3)
+    job = stalled_job(tmp_path, min_nodes=2, max_auto_restarts=3, resume={"dir": str(tmp_path / "out"), "world": 3})
+    Waited.turns = [{"node3": "unreachable on the training network (timed out)"}]
+    watching = Waited(job)
+    watching.restart("node3 failed first (train_on_failure: restart)")
+    events = json.loads((tmp_path / "job.json").read_text())["events"]
+    assert [e["event"] for e in events] == ["left out", "checkpoint unfit", "stop"]
+    assert events[-1]["why"].startswith("checkpoint-200 holds DeepSpeed ZeRO-1/2 shards of 3 data-parallel ranks; 2 ranks "
+                                        "(2 data-parallel) cannot load them: convert it with DeepSpeed's ds_to_universal")
+    assert json.loads((tmp_path / "control.json").read_text())["action"] == "stop" and watching.now == 1000.0
+
+
+def test_a_restart_waits_train_spare_wait_for_the_node_its_checkpoint_needs(tmp_path):
+    deepspeed_checkpoint(tmp_path / "out", 200, 3)
+    job = stalled_job(tmp_path, min_nodes=2, max_auto_restarts=3, spare_wait=60, resume={"dir": str(tmp_path / "out"), "world": 3})
+    # node3 back at the third probe (its node rebooted): the restart goes on with all three, 10 s later.
+    Waited.turns = [{"node3": "unreachable on the training network (timed out)"}] * 2 + [{}]
+    watching = Waited(job)
+    watching.restart("node3 failed first (train_on_failure: restart)")
+    events = json.loads((tmp_path / "job.json").read_text())["events"]
+    assert [(e["event"], e.get("nodes")) for e in events] == [("restart", NODES)] and watching.now == 1000.0 + 2 * supervisor.SPARE_POLL
+    # Never back: refused once the wait is over, saying it waited.
+    (tmp_path / "again").mkdir()
+    job = stalled_job(tmp_path / "again", min_nodes=2, max_auto_restarts=3, spare_wait=12, resume={"dir": str(tmp_path / "out"), "world": 3})
+    Waited.turns = [{"node3": "unreachable on the training network (timed out)"}]
+    watching = Waited(job)
+    watching.restart("node3 failed first (train_on_failure: restart)")
+    events = json.loads((tmp_path / "again" / "job.json").read_text())["events"]
+    assert [e["event"] for e in events] == ["left out", "checkpoint unfit", "stop"] and watching.now == 1015.0
+    assert events[-1]["why"].endswith("or restart on as many nodes as wrote it (no node came within train_spare_wait, 12 s)")
+
+
 def test_a_job_whose_steps_are_not_recognised_is_said_to_be_so():
     assert supervisor.unknown(1000.0, 1100.0, 120) is None
     assert supervisor.unknown(1000.0, 1245.0, 120).startswith("progress unknown: no step recognised in 4 min; set "

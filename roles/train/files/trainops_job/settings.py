@@ -53,6 +53,8 @@ class Settings:
     restarts_without_progress: int = 3
     # None: every node of the world (a restart on fewer is refused).
     min_nodes: int | None = None
+    # Seconds a restart whose world cannot load the newest checkpoint waits for the nodes it lacks (0: refused at once).
+    spare_wait: int = 0
     stall_seconds: float = 0.0
     stall_floor: float = 120.0
     stall_factor: float = 10.0

@@ -29,6 +29,8 @@ from .view import View
 DIAGNOSIS_WAIT = verdict.DIAGNOSIS_WAIT
 # Seconds a node has to report over SSH when a restart probes whether it can take part.
 PROBE_TIMEOUT = 20
+# Seconds between two probes while a restart waits (train_spare_wait) for the nodes its checkpoint needs.
+SPARE_POLL = 5.0
 # train_action=scale: a measured size runs on until its class is judged (every node's window after its first), at most
 # this long: a size of few steps ends before its nodes' second windows.
 BOUND_WAIT = 3 * perf.WINDOW
@@ -305,6 +307,13 @@ class Supervisor:
             self.event(event=Event.CRASH_LOOP, restarts=watch.without_progress, checkpoint=watch.checkpoint, why=text)
             return self.stop(text)
         answers = self.gpu_faults(self.probe(watch.nodes + watch.spares))
+        # A world that cannot load the newest checkpoint waits up to train_spare_wait for the nodes it lacks (a spare
+        # standing by, a lost node back), probed again every SPARE_POLL seconds; then it is refused, never crash-looped.
+        unfit, deadline = self.unfit(answers), self.clock() + conf.spare_wait
+        while unfit and self.clock() < deadline:
+            self.sleep(SPARE_POLL)
+            answers = self.gpu_faults(self.probe(watch.nodes + watch.spares))
+            unfit = self.unfit(answers)
         for node in watch.nodes:
             if answers[node]:
                 self.event(event=Event.LEFT_OUT, node=node, why=answers[node])
@@ -312,6 +321,9 @@ class Supervisor:
         if len(nodes) < conf.least_nodes:
             self.event(event=Event.TOO_FEW_NODES, nodes=nodes, min_nodes=conf.least_nodes)
             return self.stop("%d of %d nodes can take part, train_min_nodes is %d" % (len(nodes), len(watch.nodes), conf.least_nodes))
+        if unfit:
+            self.event(event=Event.CHECKPOINT_UNFIT, nodes=nodes, waited=conf.spare_wait, why=unfit)
+            return self.stop(unfit + ("" if not conf.spare_wait else " (no node came within train_spare_wait, %d s)" % conf.spare_wait))
         watch.restarts += 1
         watch.without_progress += 1
         watch.restarted_at = round(self.clock(), 3)
@@ -325,6 +337,25 @@ class Supervisor:
         self.event(event=Event.RESTART, attempt=watch.restarts, limit=limit, nodes=nodes, world=len(nodes), why=why,
                    checkpoint=watch.checkpoint, **kept)
         return None
+
+    def unfit(self, answers: dict) -> str | None:
+        """Why the restart's world, as the probe's answers make it (every node that answers, a ready spare in place of one
+        that does not), cannot load the newest complete checkpoint; None where it can, or where the job resumes from
+        none, or where too few nodes answer (the restart's own guard says that)."""
+        conf, watch = self.job.conf, self.watch
+        resume = conf.resume
+        if not resume.get("dir") or not resume.get("world"):
+            return None
+        lost = sum(1 for n in watch.nodes if answers[n])
+        size = len(watch.nodes) - lost + min(lost, sum(1 for s in watch.spares if answers[s] is None))
+        if size < conf.least_nodes:
+            return None
+        entries = _checkpoints.listing(resume["dir"])
+        latest = _checkpoints.assess(entries, resume["world"])["latest"]
+        if latest is None:
+            return None
+        per_node = max(1, int(resume["world"]) // len(self.job.nodes))
+        return _checkpoints.unfit(_checkpoints.layout(entries, latest), latest, size * per_node)
 
     def replaced(self, nodes: list, answers: dict) -> list:
         """The nodes of the restart: each node that can take part, and in place of one that cannot (in its place, so with
