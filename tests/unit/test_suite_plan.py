@@ -149,7 +149,8 @@ def fixture_output(tmp_path):
             "\x1b[33mconverge\x1b[0m: \x1b[32mExecuted: Successful\x1b[0m", "verify: Executing Testinfra tests found in x",
             "verify: Executing", "verify: Executed: Successful", "destroy: Executing", "destroy: Executed: Successful",
             "converge: Executed: Successful"]
-    (tmp_path / "phases").write_text("".join("%d default %s\n" % (t, line) for t, line in zip([1098, 1102, 1102, 1400, 1400, 1400, 3090, 3090, 3097, 3097], said)))
+    stamps = [1098, 1102, 1102, 1400, 1400, 1400, 3090, 3090, 3097, 3097]
+    (tmp_path / "phases").write_text("".join("%d default %s\n" % (t, line) for t, line in zip(stamps, said)))
     return tmp_path
 
 
