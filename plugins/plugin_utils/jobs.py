@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.trainops.cluster.plugins.module_utils import _oom as oom
 from ansible_collections.trainops.cluster.plugins.module_utils._job_events import Event, Watch, Word
 from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import HEALTHY, NOT_JUDGED, UNEXPLAINED, UNEXPLAINED_EFFICIENCY
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
@@ -198,7 +199,10 @@ def _verdict(record: dict | None, per_node: dict, first: str | None, supervisor:
     # Or no restart can come: the supervisor's node is gone while parts wait for its word, or ended without it.
     guard = next((e.get("why") for e in reversed(events) if e.get("event") == Event.STOP and e.get("guard")), None) or unsupervised
     if first or unsupervised:
-        return ("%s: %s failed first" % (Verdict.FAILED, first) if first else Verdict.FAILED) + ("; not restarted: %s" % guard if guard else "")
+        # Why the first failed, where its state says the kernel killed a process of it for memory (its exit record's OOM kills).
+        killed = next((part for part in (per_node.get(first) or {}).get("state", "").split("; ") if part.startswith(oom.KILLED)), None)
+        return ("%s: %s failed first" % (Verdict.FAILED, first) if first else Verdict.FAILED) + (" (%s)" % killed if killed else "") + (
+            "; not restarted: %s" % guard if guard else "")
     if queued:
         return "%s (%s)" % (Verdict.QUEUED, queued[len(QUEUED_STATE):])
     waiting = [n for n, seen in per_node.items() if seen["restarting"]]

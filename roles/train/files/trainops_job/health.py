@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """This node's GPUs before and after an attempt of the job: a failure that came with a GPU fault (an Xid that takes the
-GPU out of service, or new uncorrected ECC errors) leaves the node out of the restart. Read as root (the runner): the
+GPU out of service, or new uncorrected ECC errors) leaves the node out of the restart. And the kernel's log, where the
+runner finds the OOM kills of an attempt (_oom). Read as root (the runner): the
 kernel log needs it where kernel.dmesg_restrict is set. A node without nvidia-smi has no GPU to judge."""
 
 from __future__ import annotations
@@ -23,12 +24,17 @@ def _run(argv: list) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def kernel_log() -> str:
+    """The kernel's log as dmesg (else journalctl -k) gives it; empty where neither answers."""
+    return _run(["dmesg"]) or _run(["journalctl", "-k", "-b", "--no-pager", "-q"]) or ""
+
+
 def snapshot() -> dict | None:
     """{xids: the Xid events in the kernel log now, ecc: {GPU index: uncorrected volatile ECC errors}}; None without
     GPUs."""
     if not shutil.which("nvidia-smi"):
         return None
-    log = _run(["dmesg"]) or _run(["journalctl", "-k", "-b", "--no-pager", "-q"]) or ""
+    log = kernel_log()
     query = _run(["nvidia-smi", "--query-gpu=index,ecc.errors.uncorrected.volatile.total", "--format=csv"])
     return {"xids": gpu.parse_xid(log), "ecc": ecc_counts(query)}
 

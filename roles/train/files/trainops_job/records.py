@@ -17,6 +17,7 @@ import pwd
 import re
 from typing import Any, Callable
 
+from . import _oom
 from ._job_events import StopReason, Watch
 from .settings import Settings
 
@@ -78,6 +79,8 @@ def state(exit_record: dict | None, running: bool, lost: bool = False, standby: 
                             NOT_NEEDED: "standby ended: " + NOT_NEEDED, SCALED: "stopped: scaling measured"}
     shown = said.get(by or "") or (
         "stopped: %s failed" % by if by else "exited 0" if exit_record["rc"] == 0 else "failed: exited %s" % exit_record["rc"])
+    if exit_record.get("oom_kills"):
+        shown += "; " + _oom.said(exit_record["oom_kills"])
     if exit_record.get("not_restarted"):
         return shown + "; not restarted: %s" % exit_record["not_restarted"]
     return shown if exit_record.get("final", True) else shown + "; restart pending"

@@ -12,6 +12,7 @@ its records are the training user's.
 from __future__ import annotations
 
 import os
+import pwd
 import select
 import shutil
 import signal
@@ -21,7 +22,7 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
-from . import _checkpoints, batch, diagnosis, gpu_reader, health, perf, processes, records
+from . import _checkpoints, _oom, batch, diagnosis, gpu_reader, health, perf, processes, records
 
 # Seconds between two heartbeats of a node's runner while its part runs (supervisor.LOST_AFTER: six missed).
 HEARTBEAT = 5.0
@@ -164,6 +165,8 @@ class Runner:
         self.nodes = list(job.nodes)  # the nodes of the attempt under way
         self.helpers: list[subprocess.Popen[bytes]] = []  # diagnoses under way: reaped as they end
         self.gpus: dict | None = None  # this node's GPUs as an attempt started (health.snapshot), where a restart may follow
+        self.ooms: list = []  # the kernel log's OOM kills as the attempt started (_oom.kills)
+        self.killed: list = []  # those the attempt added, of the training user's processes, once it failed
         self.sampler: perf.Sampler | None = None  # where this node's ranks spend their time (perf), in the attempt under way
         self.lingered: int | None = None  # a failed rank's status where its launcher lingered after it and was ended
         self.beat, self.beat_at = 0, 0.0  # this node's heartbeat (NODE.alive) while its part runs
@@ -186,6 +189,7 @@ class Runner:
             self.job.makedirs(checkpoint_dir(self.job, nodes))
         if "restart" in (conf.on_failure, conf.on_stall):
             self.gpus = health.snapshot()
+        self.ooms, self.killed = _oom.kills(health.kernel_log()), []
         argv = list(conf.launcher) + ["sh", "-c", command(self.job, nodes)]
         ids: dict[str, Any] = {}
         if conf.in_image:
@@ -354,7 +358,15 @@ class Runner:
         that ended with no restart having brought it in."""
         self.job.write(self.job.node_path("exit"), {"node": self.job.node, "rc": rc, "run_id": self.job.run_id, "attempt": attempt,
                                                     "started": started, "ended": records.now_iso(), "stopped_by": by, "final": final,
-                                                    "gpu_faults": faults or [], "not_restarted": not_restarted, "standby": standby})
+                                                    "gpu_faults": faults or [], "not_restarted": not_restarted, "standby": standby,
+                                                    "oom_kills": self.killed})
+
+    def _uid(self) -> int | None:
+        """The training user's uid: its processes' OOM kills are the job's."""
+        try:
+            return pwd.getpwnam(self.job.conf.user).pw_uid
+        except KeyError:
+            return None
 
     def run(self) -> int:
         job = self.job
@@ -413,6 +425,9 @@ class Runner:
             # A part that failed, or was stopped by a peer's failure, waits for the supervisor's word where failures restart.
             failure = not user and not request and (rc != 0 or by) and job.conf.on_failure == "restart"
             restart = request if request and request["action"] == "restart" else None
+            if rc != 0 and not user:
+                # A rank the kernel killed for memory exits -9 like any SIGKILL: its log says why.
+                self.killed = _oom.new(self.ooms, _oom.kills(health.kernel_log()), self._uid())
             if not restart:
                 faults = health.faults(self.gpus, health.snapshot()) if failure else []
                 self._record(attempt, started, rc, by, final=not failure, faults=faults)

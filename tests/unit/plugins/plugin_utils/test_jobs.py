@@ -6,6 +6,7 @@
 import base64
 import os
 
+from ansible_collections.trainops.cluster.plugins.module_utils import _oom as oom
 from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs
 
 NODES = ['node1', 'node2', 'node3']
@@ -122,6 +123,19 @@ def test_the_node_whose_rank_was_killed_failed_first_though_a_peer_ended_sooner(
     status = jobs.status(NODES, parts, ADDRESSES)
     assert status['first_failed'] == 'node2' and status['verdict'] == 'failed: node2 failed first'
     assert status['nodes']['node3']['state'] == 'stopped: node1 failed'
+
+
+def test_a_rank_the_kernel_killed_for_memory_is_said_in_the_verdict():
+    # node2's exit record held the kernel's OOM kill of its rank (the runner's, from the kernel log): its state says it.
+    killed = oom.said([{'pid': 4242, 'task': 'python3', 'uid': 2000, 'memcg': True, 'rss_kb': 2004000}])
+    with open(os.path.join(FIXTURES, 'killed-rank.log')) as handle:
+        log = handle.read().splitlines()
+    parts = reports(report('node1', 'stopped: node2 failed', 143, '2026-12-01T12:44:27.0Z', stopped_by='node2'),
+                    report('node2', 'failed: exited 1; %s' % killed, 1, '2026-12-01T12:44:25.0Z', log=log),
+                    report('node3', 'stopped: node2 failed', 143, '2026-12-01T12:44:27.0Z', stopped_by='node2'))
+    status = jobs.status(NODES, parts, ADDRESSES)
+    assert status['verdict'] == ("failed: node2 failed first (killed by the kernel's OOM killer: python3 (pid 4242) held 1.9 GiB "
+                                 "(its container's memory limit))")
 
 
 def test_the_killed_ranks_node_is_found_through_pdshs_labels():
