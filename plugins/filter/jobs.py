@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 from ansible_collections.trainops.cluster.plugins.module_utils import _checkpoints as checkpoints
+from ansible_collections.trainops.cluster.plugins.module_utils.meminfo import available as meminfo_available
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_b64
 from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs, llamafactory
 
@@ -63,9 +65,18 @@ def llamafactory_space(config, mounts, model_files, assessment):
     return {"findings": [finding] if finding else [], "notes": [note] if note else []}
 
 
+def llamafactory_memory(config, model_files, launch_env_b64, meminfo):
+    model_bytes = sum(int(f.get("size", 0)) for f in (model_files or {}).get("files", [])) or None
+    ranks = {node: int(read_env_b64(text).get("NPROC_PER_NODE") or 1) if text else 1 for node, text in dict(launch_env_b64).items()}
+    available = {node: meminfo_available(base64.b64decode((result or {}).get("content") or "").decode("utf-8", "replace"))
+                 for node, result in dict(meminfo).items()}
+    findings, note = llamafactory.host_memory(dict(config), model_bytes, ranks, available)
+    return {"findings": findings, "notes": [note] if note else []}
+
+
 class FilterModule:
     def filters(self):
         return {"train_preflight": train_preflight, "train_status": train_status, "llamafactory_paths": llamafactory_paths,
                 "llamafactory_batch": llamafactory_batch, "llamafactory_resume": llamafactory_resume,
                 "llamafactory_findings": llamafactory_findings, "train_checkpoints": train_checkpoints,
-                "llamafactory_space": llamafactory_space}
+                "llamafactory_space": llamafactory_space, "llamafactory_memory": llamafactory_memory}

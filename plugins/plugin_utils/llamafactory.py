@@ -151,6 +151,31 @@ def space(config: dict[str, Any], free: int | None, model_bytes: int | None,
     return None, "checkpoint space: %s of %s (%s) fit in %s free" % (_checkpoints(count), _gib(each), how, _gib(free))
 
 
+def host_memory(config: dict[str, Any], model_bytes: int | None, ranks: dict[str, int],
+                available: dict[str, int | None]) -> tuple[list[str], str | None]:
+    """(findings, note): would each node's ranks, each loading the model's weights into host memory before they go to
+    its GPUs (the Trainer's from_pretrained on every rank), fit in the memory the node has available?
+
+    model_bytes: the size of model_name_or_path's weight files (the load dtype's size: weights are stored as they are
+    loaded); ranks: {node: NPROC_PER_NODE}; available: {node: MemAvailable in bytes, None where unread}. Not judged for a
+    hub id (no size), under DeepSpeed (ZeRO-3 partitions the weights as they load) or a quantized load."""
+    if not model_bytes:
+        return [], "host memory at load not judged: model_name_or_path is no local directory of weight files"
+    if config.get("deepspeed") or config.get("quantization_bit"):
+        return [], "host memory at load not judged: %s" % (
+            "DeepSpeed may partition the weights as they load (ZeRO-3)" if config.get("deepspeed") else "the weights load quantized")
+    findings, unread = [], sorted(node for node, free in available.items() if free is None)
+    for node in sorted(n for n, free in available.items() if free is not None):
+        need = ranks.get(node, 1) * model_bytes
+        if need > available[node]:
+            who = "%d ranks each load" % ranks[node] if ranks.get(node, 1) > 1 else "1 rank loads"
+            findings.append("%s: %s the model's %s of weights into host memory at once (%s), but MemAvailable is %s: the "
+                            "kernel's OOM killer would end the load. Fewer ranks per node (NPROC_PER_NODE), DeepSpeed ZeRO-3 (the "
+                            "weights partitioned as they load), or a node with more memory"
+                            % (node, who, _gib(model_bytes), _gib(need), _gib(available[node])))
+    return findings, ("host memory at load not judged on %s: MemAvailable unread" % ", ".join(unread)) if unread else None
+
+
 def resume_argument(config: dict[str, Any], resume: dict[str, Any], command: str) -> str:
     """What a start adds to LLaMA-Factory's command so that it resumes from the newest complete checkpoint (the Trainer
     on its own takes the highest-numbered one, complete or not): " resume_from_checkpoint=<dir>/<latest>", or "" where

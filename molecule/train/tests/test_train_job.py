@@ -282,7 +282,7 @@ def test_a_llamafactory_start_resumes_from_the_newest_complete_checkpoint(node):
     assert record["resume_from"] == "checkpoint-10" and list(record["incomplete"]) == ["checkpoint-20"]
 
 
-def test_a_full_fine_tune_without_room_for_its_checkpoints_is_refused(node):
+def test_a_full_fine_tune_without_room_for_its_checkpoints_or_its_load_is_refused(node):
     config = lf_config("lfspace")
     # 2 TiB of weights, sparse: a full fine-tune's checkpoints would take 6x that, 10 times.
     with open(SHARED / "models/tiny/model.safetensors", "wb") as weights:
@@ -295,4 +295,8 @@ def test_a_full_fine_tune_without_room_for_its_checkpoints_is_refused(node):
     assert run.returncode != 0 and "pre-flight: job lfspace not started on any node" in run.stdout, run.stdout[-3000:]
     assert "but the 10 checkpoints to come take about 122880.0 GiB (each 12288.0 GiB, estimated: 6x the model's " \
            "2048.0 GiB of weights for a full fine-tune)" in run.stdout, run.stdout[-3000:]
+    # Nor would a node's one rank load those weights into its host memory (this machine's 24 GiB): each node named.
+    for name in CLUSTER:
+        assert "%s: 1 rank loads the model's 2048.0 GiB of weights into host memory at once (2048.0 GiB), but MemAvailable is " % name \
+            in run.stdout, run.stdout[-3000:]
     assert not node("node1").file("/etc/trainops/jobs/lfspace.json").exists

@@ -116,3 +116,26 @@ def test_a_start_resumes_from_the_newest_complete_checkpoint_unless_told_otherwi
 def test_samples_per_rank_are_the_batch_times_the_accumulation():
     assert llamafactory.samples_per_rank({"per_device_train_batch_size": 2, "gradient_accumulation_steps": 8}) == 16
     assert llamafactory.samples_per_rank({"per_device_train_batch_size": 4}) == 4 and llamafactory.samples_per_rank({}) is None
+
+
+GIB = 2 ** 30
+
+
+def test_a_node_whose_ranks_cannot_load_the_model_into_host_memory_is_named():
+    config = {"model_name_or_path": "/mnt/shared/models/qwen2-7b", "finetuning_type": "lora"}
+    findings, note = llamafactory.host_memory(config, 15 * GIB, {"node1": 8, "node2": 8, "node3": 1},
+                                              {"node1": 200 * GIB, "node2": 100 * GIB, "node3": None})
+    assert findings == ["node2: 8 ranks each load the model's 15.0 GiB of weights into host memory at once (120.0 GiB), but "
+                        "MemAvailable is 100.0 GiB: the kernel's OOM killer would end the load. Fewer ranks per node "
+                        "(NPROC_PER_NODE), DeepSpeed ZeRO-3 (the weights partitioned as they load), or a node with more memory"]
+    assert note == "host memory at load not judged on node3: MemAvailable unread"
+    assert llamafactory.host_memory(config, 15 * GIB, {"node1": 1}, {"node1": 10 * GIB})[0][0].startswith(
+        "node1: 1 rank loads the model's 15.0 GiB of weights into host memory at once (15.0 GiB)")
+
+
+def test_host_memory_is_not_judged_where_the_load_is_not_every_ranks_whole_model():
+    assert llamafactory.host_memory({"deepspeed": "ds_z3_config.json"}, 15 * GIB, {"n": 8}, {"n": GIB}) == (
+        [], "host memory at load not judged: DeepSpeed may partition the weights as they load (ZeRO-3)")
+    assert llamafactory.host_memory({"quantization_bit": 4}, 15 * GIB, {"n": 8}, {"n": GIB})[0] == []
+    assert llamafactory.host_memory({"model_name_or_path": "Qwen/Qwen2-7B"}, None, {"n": 8}, {"n": GIB}) == (
+        [], "host memory at load not judged: model_name_or_path is no local directory of weight files")
