@@ -165,14 +165,14 @@ def host_memory(config: dict[str, Any], model_bytes: int | None, ranks: dict[str
         return [], "host memory at load not judged: %s" % (
             "DeepSpeed may partition the weights as they load (ZeRO-3)" if config.get("deepspeed") else "the weights load quantized")
     findings, unread = [], sorted(node for node, free in available.items() if free is None)
-    for node in sorted(n for n, free in available.items() if free is not None):
+    for node, free in sorted((n, f) for n, f in available.items() if f is not None):
         need = ranks.get(node, 1) * model_bytes
-        if need > available[node]:
+        if need > free:
             who = "%d ranks each load" % ranks[node] if ranks.get(node, 1) > 1 else "1 rank loads"
             findings.append("%s: %s the model's %s of weights into host memory at once (%s), but MemAvailable is %s: the "
                             "kernel's OOM killer would end the load. Fewer ranks per node (NPROC_PER_NODE), DeepSpeed ZeRO-3 (the "
                             "weights partitioned as they load), or a node with more memory"
-                            % (node, who, _gib(model_bytes), _gib(need), _gib(available[node])))
+                            % (node, who, _gib(model_bytes), _gib(need), _gib(free)))
     return findings, ("host memory at load not judged on %s: MemAvailable unread" % ", ".join(unread)) if unread else None
 
 
