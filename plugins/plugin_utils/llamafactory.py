@@ -160,7 +160,7 @@ def host_memory(config: dict[str, Any], model_bytes: int | None, ranks: dict[str
     loaded); ranks: {node: NPROC_PER_NODE}; available: {node: MemAvailable in bytes, None where unread}. Not judged for a
     hub id (no size), under DeepSpeed (ZeRO-3 partitions the weights as they load) or a quantized load."""
     if not model_bytes:
-        return [], "host memory at load not judged: model_name_or_path is no local directory of weight files"
+        return [], "host memory at load not judged: the model's weights are no local files (a hub id, or none found)"
     if config.get("deepspeed") or config.get("quantization_bit"):
         return [], "host memory at load not judged: %s" % (
             "DeepSpeed may partition the weights as they load (ZeRO-3)" if config.get("deepspeed") else "the weights load quantized")

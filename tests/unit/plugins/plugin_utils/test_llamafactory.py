@@ -138,4 +138,4 @@ def test_host_memory_is_not_judged_where_the_load_is_not_every_ranks_whole_model
         [], "host memory at load not judged: DeepSpeed may partition the weights as they load (ZeRO-3)")
     assert llamafactory.host_memory({"quantization_bit": 4}, 15 * GIB, {"n": 8}, {"n": GIB})[0] == []
     assert llamafactory.host_memory({"model_name_or_path": "Qwen/Qwen2-7B"}, None, {"n": 8}, {"n": GIB}) == (
-        [], "host memory at load not judged: model_name_or_path is no local directory of weight files")
+        [], "host memory at load not judged: the model's weights are no local files (a hub id, or none found)")
