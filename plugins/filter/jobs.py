@@ -49,28 +49,36 @@ def llamafactory_findings(config, shared_dir, stats, names):
     return llamafactory.findings(dict(config), str(shared_dir), present, list(names))
 
 
+def _ranks(env_b64):
+    """A node's ranks: NPROC_PER_NODE of its launch environment (slurp's base64), 1 where unset or unread."""
+    return int(read_env_b64(env_b64).get("NPROC_PER_NODE") or 1) if env_b64 else 1
+
+
+def _model_bytes(model_files):
+    """The size of the model's weight files as find registered them; None where none was found (a hub id: skipped)."""
+    return sum(int(f.get("size", 0)) for f in (model_files or {}).get("files", [])) or None
+
+
 def train_checkpoints(found, root, launch_env_b64):
     root = str(root).rstrip("/") + "/"
     entries = [{"path": f["path"][len(root):], "size": int(f.get("size", 0))}
                for f in (found or {}).get("files", []) if f["path"].startswith(root)]
-    world = sum(int(read_env_b64(text).get("NPROC_PER_NODE") or 1) for text in dict(launch_env_b64).values() if text)
+    world = sum(_ranks(text) for text in dict(launch_env_b64).values() if text)
     assessment = checkpoints.assess(entries, world)
     return dict(assessment, dir=root.rstrip("/"), world=world, messages=checkpoints.messages(assessment, root.rstrip("/")))
 
 
 def llamafactory_space(config, mounts, model_files, assessment):
-    model_bytes = sum(int(f.get("size", 0)) for f in (model_files or {}).get("files", [])) or None
     finding, note = llamafactory.space(dict(config), llamafactory.free_bytes(list(mounts), str(config.get("output_dir", ""))),
-                                       model_bytes, dict(assessment))
+                                       _model_bytes(model_files), dict(assessment))
     return {"findings": [finding] if finding else [], "notes": [note] if note else []}
 
 
 def llamafactory_memory(config, model_files, launch_env_b64, meminfo):
-    model_bytes = sum(int(f.get("size", 0)) for f in (model_files or {}).get("files", [])) or None
-    ranks = {node: int(read_env_b64(text).get("NPROC_PER_NODE") or 1) if text else 1 for node, text in dict(launch_env_b64).items()}
+    ranks = {node: _ranks(text) for node, text in dict(launch_env_b64).items()}
     available = {node: meminfo_available(base64.b64decode((result or {}).get("content") or "").decode("utf-8", "replace"))
                  for node, result in dict(meminfo).items()}
-    findings, note = llamafactory.host_memory(dict(config), model_bytes, ranks, available)
+    findings, note = llamafactory.host_memory(dict(config), _model_bytes(model_files), ranks, available)
     return {"findings": findings, "notes": [note] if note else []}
 
 
