@@ -96,10 +96,19 @@ class Supervisor:
         found = {n: self.job.exit_record(n) for n in self.watch.nodes}
         return {n: r for n, r in found.items() if r and r.get("attempt", 0) == self.watch.attempt}
 
+    def checkpoints(self) -> tuple[list, dict] | None:
+        """The files of the job's checkpoint directory and their assessment (the newest complete one, its step), or None
+        where the command resumes from none."""
+        resume = self.job.conf.resume or {}
+        if not resume.get("dir"):
+            return None
+        entries = _checkpoints.listing(resume["dir"])
+        return entries, _checkpoints.assess(entries, resume["world"])
+
     def newest_checkpoint(self) -> int | None:
         """The step of the newest complete checkpoint the job's command resumes from, or None."""
-        resume = self.job.conf.resume or {}
-        return _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["step"] if resume.get("dir") else None
+        found = self.checkpoints()
+        return found[1]["step"] if found else None
 
     def diagnoses(self, stall: int, wait: float = DIAGNOSIS_WAIT) -> dict:
         """Every node's answer to the stall, waiting up to wait seconds; None for a node that did not answer."""
@@ -343,19 +352,13 @@ class Supervisor:
         that does not), cannot load the newest complete checkpoint; None where it can, or where the job resumes from
         none, or where too few nodes answer (the restart's own guard says that)."""
         conf, watch = self.job.conf, self.watch
-        resume = conf.resume
-        if not resume.get("dir") or not resume.get("world"):
-            return None
         lost = sum(1 for n in watch.nodes if answers[n])
         size = len(watch.nodes) - lost + min(lost, sum(1 for s in watch.spares if answers[s] is None))
-        if size < conf.least_nodes:
+        found = self.checkpoints() if conf.resume.get("world") and size >= conf.least_nodes else None
+        if not found or found[1]["latest"] is None:
             return None
-        entries = _checkpoints.listing(resume["dir"])
-        latest = _checkpoints.assess(entries, resume["world"])["latest"]
-        if latest is None:
-            return None
-        per_node = max(1, int(resume["world"]) // len(self.job.nodes))
-        return _checkpoints.unfit(_checkpoints.layout(entries, latest), latest, size * per_node)
+        (entries, assessment), per_node = found, max(1, int(conf.resume["world"]) // len(self.job.nodes))
+        return _checkpoints.unfit(_checkpoints.layout(entries, assessment["latest"]), assessment["latest"], size * per_node)
 
     def replaced(self, nodes: list, answers: dict) -> list:
         """The nodes of the restart: each node that can take part, and in place of one that cannot (in its place, so with
