@@ -17,7 +17,7 @@ from pathlib import Path
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
 from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs
 from conftest import Node, recorded_windows
-from trainops_job import judge, verdict
+from trainops_job import judge, records, supervisor, verdict
 
 FIXTURES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "train"
 
@@ -205,3 +205,36 @@ def test_the_classes_are_judged_from_the_windows_recorded_at_their_verdicts():
     perfs, now = windows("straggler")
     found = judge.bottleneck(perfs, now, 0)
     assert found["kind"] == "straggler" and found["node"] == "node3" and found["text"].startswith("straggler: node3's ranks are busy"), found
+
+
+def test_a_straggler_named_stays_named_until_a_window_is_judged_without_it(cluster):
+    """The supervisor's view (what status says) on the recorded windows written into a job's folder in turn: the
+    straggler's names node3; a window that cannot be judged (node3's stack looks too few) keeps it named, as the live
+    job's status once flickered back to plain "running" (CI at 9c63fde); the scaling run's last, three nodes judged
+    with nothing holding them back, clears it; steps that stop coming clear it too."""
+    first = cluster("true", nodes=3)[0]
+    watcher = supervisor.Supervisor(records.Job(first.conf))
+
+    def look(case: str, edit=None) -> dict | None:
+        perfs, now = windows(case)
+        for node, window in perfs.items():
+            window.update(run_id=first.conf["run_id"], attempt=0)
+            if edit:
+                edit(node, window)
+            Path(watcher.job.node_path("perf", node)).write_text(json.dumps(window))
+        watcher.slow(now)
+        return watcher.watch.slow
+
+    assert look("straggler")["node"] == "node3"
+
+    def starved(node, window):
+        # node3's sampler starved with its ranks (a fifth of a core): one stack look in its window, too few to judge by.
+        if node == "node3":
+            for rank in window["ranks"].values():
+                rank["places"] = {next(iter(rank["places"])): 1}
+    assert look("straggler", starved)["node"] == "node3" and not watcher.watch.judged
+    assert look("scale") is None and watcher.watch.judged
+    assert look("straggler")["node"] == "node3"
+    watcher.slow(None)
+    assert watcher.watch.slow is None
+    assert [e["event"] for e in json.loads(Path(watcher.job.path(records.JOB_RECORD)).read_text())["events"]] == ["slow", "slow"]

@@ -216,7 +216,9 @@ class Supervisor:
 
     def slow(self, now: float | None) -> None:
         """What holds the job back (judge.bottleneck: a straggler, else the class that the ranks' stacks show), judged
-        while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is)."""
+        while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is).
+        A window that could not be judged (a node's stacks not in it yet) keeps what was named: only a judged window,
+        or steps that stopped coming, clears it, so that status does not flicker between slow and not."""
         watch = self.watch
         perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch.nodes}
         found = judge.bottleneck(perfs, now, watch.attempt) if now else None
@@ -228,7 +230,8 @@ class Supervisor:
         if found and (last.get("kind"), last.get("node")) != (found["kind"], found["node"]):
             self.event(event=Event.SLOW, **found)
             print("slow: %s" % found["text"], flush=True)
-        watch.slow = found
+        if found or watch.judged or not now:
+            watch.slow = found
 
     def scaling(self, now: float) -> None:
         """train_action=scale: the command on the first size's nodes, then on each larger size in turn (a restart with
