@@ -178,7 +178,9 @@ def test_check_mode_shows_drift_and_changes_nothing_then_site_repairs_all(node):
     assert check.changed("node2") > 0
     for drift in ("+%s\tnode3" % HOSTVARS["node3"]["cluster_ip"], "+NCCL_SOCKET_IFNAME=eth", "+    --ipc host"):
         assert drift in check.stdout, drift
-    repair()
+    # The repair's proof is the doctor's read-only checks below: the ladder's climb is the converge's and the
+    # idempotence run's (about 30 s more here, proving nothing new).
+    repair(skip=("verify",))
     assert node("node3").check_output("sysctl -n net.ipv4.ip_local_port_range").split() == ["50000", "59999"]
     run = doctor()
     assert run.returncode == 0, run.stdout[-3000:]
