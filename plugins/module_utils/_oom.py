@@ -58,13 +58,22 @@ def new(before: list[dict[str, Any]], after: list[dict[str, Any]], uid: int | No
     return [k for k in after if (k["pid"], k["task"]) not in seen and (uid is None or k["uid"] in (uid, None))]
 
 
+def ranked(found: list[dict[str, Any]], ranks: dict[int, int]) -> list[dict[str, Any]]:
+    """The kills with the global rank of each killed process that was one (`ranks`: pid -> rank, as the runner's
+    sampler saw the attempt's ranks; the kernel's pid is the node's, as /proc's)."""
+    return [dict(k, rank=ranks[k["pid"]]) if k["pid"] in ranks else k for k in found]
+
+
 # How a node's state and the job's verdict begin to say the kills.
 KILLED = "killed by the kernel's OOM killer"
 
 
 def said(found: list[dict[str, Any]]) -> str:
-    """How status says the kills: "killed by the kernel's OOM killer: python3 (pid 4242) held 1.9 GiB (its container's
-    memory limit)"."""
+    """How status says the kills: "killed by the kernel's OOM killer: rank 1, python3 (pid 4242) held 1.9 GiB (its
+    container's memory limit)" (without "rank N, " for a process that was no rank: a launcher, a data loader's worker)."""
     where = {True: " (its container's memory limit)", False: " (the node's memory ran out)", None: ""}
-    return KILLED + ": " + ", ".join(
-        "%s (pid %d) held %.1f GiB%s" % (k["task"], k["pid"], k["rss_kb"] / 2 ** 20, where[k["memcg"]]) for k in found)
+
+    def one(kill: dict[str, Any]) -> str:
+        rank = "rank %d, " % kill["rank"] if kill.get("rank") is not None else ""
+        return "%s%s (pid %d) held %.1f GiB%s" % (rank, kill["task"], kill["pid"], kill["rss_kb"] / 2 ** 20, where[kill["memcg"]])
+    return KILLED + ": " + ", ".join(one(k) for k in found)

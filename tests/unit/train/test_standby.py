@@ -123,10 +123,11 @@ def test_a_scaling_run_measures_each_size_then_stops(cluster):
     found = [e for e in events(nodes[0]) if e["event"] in ("scale", "scaled")]
     assert [(e["event"], e.get("world"), e.get("nodes")) for e in found] == [
         ("scale", 1, ["node1"]), ("scale", 2, ["node1", "node2"]), ("scale", 3, ["node1", "node2", "node3"]), ("scaled", None, None)]
-    # Each size as fast as its sleep lets it (0.1, 0.15 and 0.2 s a step, plus the shell's own time).
+    # Each size measured (its sleep 0.1, 0.15 and 0.2 s a step): at least the 5 steps asked for, more where the tee read
+    # several at once. No order of the rates is asserted: on a loaded machine (CI at c8c61e7: 21.6, 5.5, 6.3 steps/s)
+    # the tee's reads move them more than the sleeps do; the table's arithmetic is tested on the recorded scale case.
     rates = [e["steps_per_second"] for e in found[:3]]
-    # At least the 5 steps asked for (more where the tee read several at once on a loaded machine).
-    assert all(e["steps"] >= 5 for e in found[:3]) and rates[0] > rates[1] > rates[2] > 2, rates
+    assert all(e["steps"] >= 5 and e["seconds"] > 0 for e in found[:3]) and all(rate > 0 for rate in rates), rates
     assert [e["bound"] for e in found[:3]] == [None] * 3, found
     # Every size started afresh, in its own checkpoint directory.
     log = (Path(nodes[2].conf["job_dir"]) / "node3.log").read_text().splitlines()

@@ -43,3 +43,13 @@ def test_the_kills_an_attempt_added_of_the_training_users_processes():
     assert found == [{"pid": 4242, "task": "python3", "uid": 2000, "memcg": True, "rss_kb": 2004000}]
     assert oom.said(found) == "killed by the kernel's OOM killer: python3 (pid 4242) held 1.9 GiB (its container's memory limit)"
     assert oom.new(after, oom.kills(log("memcg-many.log")), uid=2000) == []
+
+
+def test_a_killed_rank_is_said_with_its_rank():
+    # The runner's sampler saw pid 4242 as global rank 5 of the attempt; 4243 (a DataLoader's worker) was no rank.
+    killed = [{"pid": 4242, "task": "python3", "uid": 2000, "memcg": False, "rss_kb": 31 * 2 ** 20},
+              {"pid": 4243, "task": "pt_data_worker", "uid": 2000, "memcg": False, "rss_kb": 2 ** 20}]
+    found = oom.ranked(killed, {4242: 5, 4100: 4})
+    assert [k.get("rank") for k in found] == [5, None]
+    assert oom.said(found) == ("killed by the kernel's OOM killer: rank 5, python3 (pid 4242) held 31.0 GiB (the node's memory "
+                               "ran out), pt_data_worker (pid 4243) held 1.0 GiB (the node's memory ran out)")
