@@ -47,6 +47,16 @@ INPUT = PerfClass(
     "input-bound", "input", ("torch/utils/data/", "/datasets/", "webdataset/"), "",
     0.4, "wait for their data", "stage the data on each node's local disk, or give the data loader more workers (num_workers)",
     "the data loader")
+# Neither compute, a collective nor a place above: the ranks sleep or wait in code the table does not know (a loader of
+# the job's own, as nanoGPT's get_batch; a download; a lock). perf keeps the frame each such look waits in (the
+# innermost of the job's own code) and the class is said with it: what to look at is that frame.
+ELSEWHERE = PerfClass(
+    "wait-bound", "other", (), "",
+    # Most of the time (the field's case: 70 %): a healthy step has some of it (a log line, a host-side wait).
+    0.6, "wait outside compute, collectives and checkpoint I/O",
+    "the input path? a loader of the job's own: give its function in train_input_functions to have its waits counted as "
+    "input (and stage its data on each node's local disk), else look at what that frame waits for",
+    "code outside compute and collectives")
 # Its files are torch's collectives' (trainops_job.verdict.COLLECTIVE_FILES, DDP's backward: perf.place reads them).
 COMMUNICATION = PerfClass(
     "communication-bound", "collective", (), "",
@@ -71,7 +81,7 @@ NOT_JUDGED = "not judged"
 # The classes perf.place finds in a rank's stack, in the order it looks (a save inside the data loader's worker is a
 # save); the rest of a sample is a collective, compute or other.
 PLACES = (CHECKPOINT, INPUT)
-CLASSES = (CHECKPOINT, INPUT, COMMUNICATION, STRAGGLER, HEALTHY, UNEXPLAINED)
+CLASSES = (CHECKPOINT, INPUT, ELSEWHERE, COMMUNICATION, STRAGGLER, HEALTHY, UNEXPLAINED)
 
 # Where a class is judged: every node's ranks reach its bound (EVERY), one node's do (ONE), the straggler from the
 # ranks' busy shares (BUSY), from the GPUs' clocks (GPU_CLOCKS), from NCCL's own times (NCCL_TIMES); the network
@@ -96,9 +106,11 @@ class Rule(NamedTuple):
 RULES = (
     Rule(CHECKPOINT, EVERY, "the rank that saves is busy while the others wait for it: alone it would read as a straggler"),
     Rule(INPUT, EVERY, "every node waits for its data: the same reason"),
+    Rule(ELSEWHERE, EVERY, "every node waits in code the table does not know (its own loader): the same reason"),
     Rule(STRAGGLER, BUSY, "one node's ranks busy while the others wait: where its ranks are in a place, said too"),
     Rule(CHECKPOINT, ONE, "one node's saves: its GPUs idle while it writes, which must not read as a slow GPU"),
     Rule(INPUT, ONE, "one node's data: the same reason"),
+    Rule(ELSEWHERE, ONE, "one node's own wait: the same reason"),
     Rule(STRAGGLER, GPU_CLOCKS, "a GPU rank's busy share says nothing (it spins in CUDA's calls): its clocks do"),
     Rule(STRAGGLER, NCCL_TIMES, "the node whose ranks spend the least of their time in NCCL's collectives"),
     Rule(COMMUNICATION, NETWORK, "last: only where every node's ranks wait in collectives is it the network; some "

@@ -47,6 +47,12 @@ def status():
     return run, report
 
 
+def running(verdict):
+    """Status's verdict of a job whose every part runs: "running", or the ranks' sleep between steps (--step-seconds, in
+    the script's own code) named once the supervisor has judged it (the live test of that: the start's)."""
+    return verdict == "running" or verdict.startswith("running, slow: wait-bound: every node's ranks wait outside compute")
+
+
 def steps_of(job, node):
     """The steps rank 0 of job logged, in order, read as the torchrun rungs read them."""
     log = SHARED / "jobs" / job / ("%s.log" % node)
@@ -71,6 +77,8 @@ def wait_for(check, seconds, what):
     (["-e", "train_job=x", "-e", "train_action=restart"], "train_action restart is not one of start, status, watch"),
     (["-e", "train_job=x"], "train_command is empty"),
     (["-e", "train_job=../etc", "-e", "train_command=true"], "train_job must be a plain name"),
+    (["-e", "train_job=x", "-e", "train_command=true", "-e", '{"train_input_functions": ["get batch"]}'],
+     "train_input_functions holds get batch: give function names"),
 ])
 def test_bad_input_is_refused_before_anything_changes(node, args, message):
     run = train(*args)
@@ -79,19 +87,30 @@ def test_bad_input_is_refused_before_anything_changes(node, args, message):
 
 
 def test_start_runs_the_job_on_every_node_with_logs_on_shared_storage(node):
-    start = time.monotonic()
+    start, began = time.monotonic(), time.time()
     run = train(*START)
     assert run.returncode == 0, run.stdout[-3000:]
     print("start: every node running after %.1f s" % (time.monotonic() - start))
     for name in CLUSTER:
         assert node(name).check_output("systemctl is-active trainops-job@%s", JOB) == "active"
     wait_for(lambda: len(steps("node1")) >= 12, 90, "twelve steps")
-    running, report = status()
-    assert running.returncode == 0 and report["verdict"] == "running"
+    run, report = status()
+    assert run.returncode == 0 and running(report["verdict"]), report["verdict"]
     assert report["nodes"]["node1"]["step"] >= 12
     assert all((JOB_DIR / ("%s.log" % name)).exists() for name in CLUSTER)
     record = json.loads((JOB_DIR / "job.json").read_text())
     assert record["nodes"] == CLUSTER and record["command"] == COMMAND and record["image"]
+    # Its ranks sleep 0.5 s a step in the script's own code (no DataLoader, no collective): the supervisor names the wait
+    # with its frame, the live path of wait-bound (its words: tests/unit/train/test_perf_own_wait.py).
+
+    def waits():
+        return [e for e in events() if e["event"] == "slow" and e.get("kind") == "wait-bound"]
+    wait_for(waits, 150 - (time.monotonic() - start), "the ranks' wait in the script's own code named")
+    found = waits()[0]
+    assert found["node"] is None and found["frame"].startswith("train_ddp.py:main:"), found
+    assert "; they wait in train_ddp.py:main (line " in found["text"], found["text"]
+    timed("a wait in the job's own code named, from the start", found["at"] - began)
+    print("named %.1f s after the start: %s" % (found["at"] - began, found["text"]))
 
 
 def test_a_second_start_of_a_running_job_is_refused():
@@ -130,8 +149,8 @@ def test_a_stopped_rank_is_named_by_the_stall_diagnosis_on_the_cluster(node):
     assert named < 15 + 60
     before = steps("node1")[-1]
     wait_for(lambda: steps("node1")[-1] > before + 2, 60, "steps again after the rank continued")
-    running, report = status()
-    assert running.returncode == 0 and report["verdict"] == "running", running.stdout[-2000:]
+    run, report = status()
+    assert run.returncode == 0 and running(report["verdict"]), run.stdout[-2000:]
     assert report["nodes"]["node1"]["steps_per_minute"] > 0
 
 

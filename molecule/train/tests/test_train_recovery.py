@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
-from test_train_job import COMMAND, LIGHT, OPTIONS, RANK, SHARED, events, train, train_light, wait_for
+from test_train_job import COMMAND, LIGHT, OPTIONS, RANK, SHARED, events, running, train, train_light, wait_for
 from testbed_fixtures import CLUSTER, INVENTORY, container, playbook, timed
 
 # Steps enough to outlast every case; a checkpoint every 5 steps. train_on_failure: restart, every other setting of
@@ -89,7 +89,7 @@ def test_a_killed_rank_restarts_the_job_from_its_newest_checkpoint(node, assert_
     step, after = resumed_after_restart("crash")
     assert step == restart["checkpoint"] and step % 5 == 0 and after[0] == step + 1, (restart, step, after[:3])
     run, report = status("crash")
-    assert run.returncode == 0 and report["verdict"] == "running", report["verdict"]
+    assert run.returncode == 0 and running(report["verdict"]), report["verdict"]
     assert report["starts_text"] == "restarted 1 time: on 3 nodes, then 3 (node2 failed first (train_on_failure: restart))"
     assert "restarted 1 time" in run.stdout
     stop("crash")

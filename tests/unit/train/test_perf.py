@@ -153,7 +153,7 @@ def test_the_bottleneck_is_the_straggler_first_then_the_class_the_stacks_show():
                for n in ("node1", "node2")}
     # A rank stopped on node2 (molecule train's stall: SIGSTOP): node1's and node3's wait in the all-reduce for it, not for
     # the network.
-    stopped = dict(waiting, node2=places({"other": 5}, 0.0), node3=waiting["node1"])
+    stopped = dict(waiting, node2=places({"stopped": 5}, 0.0), node3=waiting["node1"])
     assert judge.bottleneck(stopped, 105.0, 0) is None
     caught = dict(waiting, node2=places({"stopped": 5}, 0.0), node3=waiting["node1"])
     assert judge.bottleneck(caught, 105.0, 0) is None and not judge.judged(caught, 105.0, 0)
@@ -282,7 +282,7 @@ def test_a_slow_link_is_named_by_the_sends_its_node_holds():
 
 def test_judged_needs_every_nodes_stacks_and_no_node_waited_for():
     # Every node's stacks read and nothing found: judged, so "healthy" may be said (train_action=scale's sizes).
-    calm = {n: places({"compute": 2, "other": 3}) for n in ("node1", "node2")}
+    calm = {n: places({"compute": 3, "other": 2}) for n in ("node1", "node2")}
     assert judge.judged(calm, 105.0, 0) and judge.bottleneck(calm, 105.0, 0) is None
     # Busy shares alone (no py-spy): a straggler can be named, but no other class: not judged.
     assert not judge.judged({n: window([0.3]) for n in ("node1", "node2")}, 105.0, 0)

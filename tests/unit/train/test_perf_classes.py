@@ -35,13 +35,17 @@ def test_each_recorded_class_is_named_with_its_rows_words(folder):
 
 
 def test_the_rules_name_every_class_and_each_scope_once_per_class():
-    assert {rule.kind for rule in classes.RULES} == {classes.CHECKPOINT, classes.INPUT, classes.STRAGGLER, classes.COMMUNICATION}
+    assert {rule.kind for rule in classes.RULES} == {classes.CHECKPOINT, classes.INPUT, classes.ELSEWHERE, classes.STRAGGLER,
+                                                     classes.COMMUNICATION}
     assert len({(rule.kind, rule.scope) for rule in classes.RULES}) == len(classes.RULES)
     # Every node's saves or data come before the straggler (the saving rank is busy while the others wait); one node's
     # before a slow GPU (its GPUs idle while it waits); the network last.
     order = [(rule.kind.name, rule.scope) for rule in classes.RULES]
     assert order.index(("checkpoint-bound", classes.EVERY)) < order.index(("straggler", classes.BUSY)) < order.index(
         ("input-bound", classes.ONE)) < order.index(("straggler", classes.GPU_CLOCKS)) < order.index(("communication-bound", classes.NETWORK))
+    # A wait in the job's own code comes after the known places (a declared or known loader is input, a save a save).
+    assert order.index(("input-bound", classes.EVERY)) < order.index(("wait-bound", classes.EVERY))
+    assert order.index(("input-bound", classes.ONE)) < order.index(("wait-bound", classes.ONE))
     # Every place class is found in a stack and has a bound to be named at.
     assert all(row.place and row.files and row.bound for row in classes.PLACES)
 

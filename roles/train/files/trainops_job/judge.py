@@ -266,18 +266,58 @@ class _Look(NamedTuple):
     current: dict
 
 
+def _gpus_in_use(perfs: dict, nodes: list) -> bool:
+    """Whether the nodes' GPUs are busy (their median utilization over the window at least GPU_BUSY)."""
+    utils = [gpu["util"] for node in nodes for gpu in perfs[node].get("gpus") or [] if gpu.get("util") is not None]
+    return bool(utils) and statistics.median(utils) >= GPU_BUSY
+
+
+def waited_in(current: dict, nodes: list) -> dict | None:
+    """The frame the nodes' ranks waited in most outside every known place (perf.own_frame, counted in each window's
+    waits): {frame ("train.py:get_batch:42"), looks (of it), of (every such look), text}, or None."""
+    counts: dict[str, int] = {}
+    for node in nodes:
+        for rank in current.get(node) or []:
+            for frame, count in (rank.get("waits") or {}).items():
+                counts[frame] = counts.get(frame, 0) + count
+    if not counts:
+        return None
+    frame = max(sorted(counts), key=lambda f: counts[f])
+    where, line = frame.rsplit(":", 1)
+    text = "; they wait in %s (line %s: %d of %d such looks)" % (where, line, counts[frame], sum(counts.values()))
+    return {"frame": frame, "looks": counts[frame], "of": sum(counts.values()), "text": text}
+
+
+def _said(kind: classes.PerfClass, look: _Look, found: dict) -> dict | None:
+    """A place's class as said: the frame the ranks wait in for a wait outside the known places, the GPUs' use. A wait
+    outside the known places on nodes whose GPUs are busy is no class: a rank blocked on its own kernels (CUDA's
+    blocking synchronization) sleeps under the job's code as one waiting for its data would."""
+    text, frame = found["text"], None
+    if kind.place == classes.ELSEWHERE.place:
+        named = list(look.current) if found["node"] is None else [found["node"]]
+        if _gpus_in_use(look.perfs, named):
+            return None
+        frame = waited_in(look.current, named)
+    if frame:
+        # The frame goes before the advice: "...of the time (node1 70 %); they wait in train.py:get_batch (line 42...)".
+        head, sep, advice = text.partition("); ")
+        text = head + ")" + frame["text"] + "; " + advice if sep else text + frame["text"]
+        found = dict(found, frame=frame["frame"])
+    return dict(found, text=text + _gpus_busy(look.perfs, list(look.current)))
+
+
 def _place_everywhere(kind: classes.PerfClass, look: _Look) -> dict | None:
     """A place's class on every node (EVERY): the GPUs' utilization said too."""
     found = _bound(kind, look.places, len(look.perfs))
     if not found or found["node"] is not None:
         return None
-    return dict(found, text=found["text"] + _gpus_busy(look.perfs, list(look.current)))
+    return _said(kind, look, found)
 
 
 def _place_on_one(kind: classes.PerfClass, look: _Look) -> dict | None:
     """A place's class on one node (ONE; the every-node rules came first): its GPUs idle while it waits, said."""
     found = _bound(kind, look.places, len(look.perfs))
-    return dict(found, text=found["text"] + _gpus_busy(look.perfs, list(look.current))) if found else None
+    return _said(kind, look, found) if found else None
 
 
 def _busy_straggler(kind: classes.PerfClass, look: _Look) -> dict | None:

@@ -55,6 +55,8 @@ HISTORY = 90
 TIMING_EVERY = WINDOW
 # The variables of a rank that name its flight recorder's pipe and dump file (flight_paths).
 _TIMING_VARS_B = (b"TORCH_NCCL_DEBUG_INFO_PIPE_FILE=", b"TORCH_FR_DUMP_TEMP_FILE=", b"TORCH_NCCL_DEBUG_INFO_TEMP_FILE=")
+# Where installed code lives (py-spy's filenames): the standard library, packages, frozen modules ("<frozen ...>").
+_LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3", "<")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -151,9 +153,19 @@ def _in(files: list, parts: tuple) -> bool:
     return any(part in name for name in files for part in parts)
 
 
-def place(stack: list | None, state: str) -> str:
+def declared(frames: list, functions: tuple) -> bool:
+    """Whether a frame is one of the job's own input functions (train_input_functions: "get_batch", or
+    "train.py:get_batch" for that file's alone)."""
+    for frame in frames:
+        name, short = frame.get("name") or "", os.path.basename(frame.get("filename") or "")
+        if any(wanted in (name, "%s:%s" % (short, name)) for wanted in functions):
+            return True
+    return False
+
+
+def place(stack: list | None, state: str, inputs: tuple = ()) -> str:
     """Where a rank's main thread is (compute, collective, input, checkpoint, other, or stopped: state T), from py-spy's
-    dump and its state at that moment."""
+    dump and its state at that moment; `inputs`: the job's own input functions (train_input_functions), input too."""
     if state in ("T", "t"):
         # Stopped by a signal or a debugger (py-spy's dump does not stop it): wherever its stack is, it waits for nothing
         # and the others wait for it (the stall's diagnosis names it). Molecule train's stopped rank, caught in DDP's
@@ -165,21 +177,39 @@ def place(stack: list | None, state: str) -> str:
         # re caches the compiled patterns: the table is read at every look, so a row added is a place at once.
         if _in(files, row.files) or (row.functions and any(re.search(row.functions, frame.get("name") or "") for frame in frames)):
             return row.place
+    if inputs and declared(frames, inputs):
+        return classes.INPUT.place
     if _in(files, COLLECTIVE_FILES) or (state != "R" and _in(files, _BACKWARD_FILES)):
         return classes.COMMUNICATION.place
     return "compute" if state == "R" else "other"
+
+
+def own_frame(stack: list | None) -> str | None:
+    """The frame a rank waits in, as "train.py:get_batch:42": the innermost of the job's own code (not the standard
+    library's, not an installed package's: the user's loop that called them), else the innermost; None without one."""
+    frames = frames_of(stack)
+    own = [f for f in frames if not any(part in (f.get("filename") or "<") for part in _LIBRARY_PARTS)]
+    frame = (own or frames or [None])[0]
+    if frame is None:
+        return None
+    short = frame.get("short_filename") or os.path.basename(frame.get("filename") or "?")
+    return "%s:%s:%s" % (short, frame.get("name") or "?", frame.get("line") or "?")
 
 
 class Sampler:
     """This node's ranks of one run: their busy shares and CPU use over each window, and where their stacks were."""
 
     def __init__(self, run_id: str, node: str, proc: str = "/proc", clock: Callable[[], float] = time.time,
-                 stack: Callable[[int], tuple] | None = None, gpus: Callable[[], list | None] | None = None, sysfs: str = "/sys"):
+                 stack: Callable[[int], tuple] | None = None, gpus: Callable[[], list | None] | None = None, sysfs: str = "/sys",
+                 inputs: tuple = ()):
         """stack: pid -> (py-spy's JSON dump of the process, or None, and why not), as diagnosis.stack_of; None where the
-        node has no py-spy. gpus: () -> every GPU's load now (_gpu_load.Reader), or None where the node has no GPU."""
+        node has no py-spy. gpus: () -> every GPU's load now (_gpu_load.Reader), or None where the node has no GPU.
+        inputs: the job's own input functions (train_input_functions)."""
         self.proc, self.clock, self.stack, self.stacked, self.gpus, self.sysfs = proc, clock, stack, 0.0, gpus, sysfs
+        self.inputs = tuple(inputs)
         self.marker, self.node = ("TRAINOPS_RUN_ID=%s" % run_id).encode(), ("TRAINOPS_NODE=%s" % node).encode()
         self.known: dict[int, int | None] = {}  # pid: its global rank, or None for a process that is no rank of the run
+        self.ranks: dict[int, int] = {}  # every pid seen as a rank of the attempt, gone or not: an OOM kill's rank
         self.interface: str | None = None  # the training interface the ranks' collectives use (launch.env's NCCL/GLOO_SOCKET_IFNAME)
         self.first = True  # the attempt's first window: its start (imports, the rendezvous, a checkpoint's load) in it
         self.tables: tuple = ()  # the /proc/net tables that held the ranks' TCP sockets (send_queue)
@@ -194,6 +224,7 @@ class Sampler:
         self.busy: dict[int, int] = {}
         self.cpu: dict[int, tuple] = {}
         self.places: dict[int, dict[str, int]] = {}
+        self.waits: dict[int, dict[str, int]] = {}  # rank: the frames its looks "other" waited in (own_frame), counted
         self.unread: str | None = None
         self.net: tuple | None = None  # (rx bytes, tx bytes, time) of the interface at the window's first look, then at its last
         self.rdma: tuple | None = None  # the same of the node's active RDMA ports
@@ -210,6 +241,8 @@ class Sampler:
             rank = next((v[5:] for v in variables if v.startswith(b"RANK=")), None)
             ours = self.marker in variables and self.node in variables and any(v.startswith(b"LOCAL_RANK=") for v in variables)
             found = self.known[pid] = int(rank) if ours and rank and rank.isdigit() else None
+            if found is not None:
+                self.ranks[pid] = found
             if found is not None and self.interface is None:
                 self.interface = interface_of(variables)
             if found is not None and b"TORCH_NCCL_ENABLE_TIMING=1" in variables:
@@ -301,21 +334,25 @@ class Sampler:
         self.unread = why if stack is None else self.unread
         if seen:
             places = self.places.setdefault(rank, {})
-            where = place(stack, seen[0])
+            where = place(stack, seen[0], self.inputs)
             places[where] = places.get(where, 0) + 1
+            frame = own_frame(stack) if where == "other" else None
+            if frame:
+                waits = self.waits.setdefault(rank, {})
+                waits[frame] = waits.get(frame, 0) + 1
 
     def window(self) -> dict:
         """{at, seconds, ranks: {rank: {busy (share of samples), cpu (CPU seconds a second), places (stack looks in each
-        place, where read)}}, first (the attempt's first window), stacks_unread (why a look at a stack failed in the
-        window, where one did), net ({interface, rx_mbps, tx_mbps}: MB/s on the training interface, in the ranks'
-        network namespace: the node's, or the image's with host networking), queued_kb (KiB waiting in the ranks' TCP send
-        queues, the mean of the looks: a node whose link out is slower than its peers' holds its sends), rdma ({interface,
-        rx_mbps, tx_mbps} of the node's active RDMA ports, rdma_bytes, where it has one), gpus (each GPU's
-        utilization, SM clock, power and clock event reasons over the looks, _gpu_load.Window), collectives ({rank:
-        _flight_recorder.collective_times of the rank's last dump read, in this window or the one before, with seconds
-        (the time since the rank's dump before), at (when it was read) and share (the share of that time in NCCL's
-        collectives)}, where the job times them), history (this window and the attempt's earlier ones in brief,
-        history_point, the last HISTORY)}; a new window begins."""
+        place, where read), waits (the looks "other" by the frame they waited in, own_frame)}}, first (the attempt's
+        first window), stacks_unread (why a look at a stack failed in the window, where one did), net ({interface,
+        rx_mbps, tx_mbps}: MB/s on the training interface, in the ranks' network namespace: the node's, or the image's
+        with host networking), queued_kb (KiB waiting in the ranks' TCP send queues, the mean of the looks: a node whose
+        link out is slower than its peers' holds its sends), rdma ({interface, rx_mbps, tx_mbps} of the node's active
+        RDMA ports, rdma_bytes, where it has one), gpus (each GPU's utilization, SM clock, power and clock event reasons
+        over the looks, _gpu_load.Window), collectives ({rank: _flight_recorder.collective_times of the rank's last dump
+        read, in this window or the one before, with seconds (the time since the rank's dump before), at (when it was
+        read) and share (the share of that time in NCCL's collectives)}, where the job times them), history (this window
+        and the attempt's earlier ones in brief, history_point, the last HISTORY)}; a new window begins."""
         now = self.clock()
         ranks: dict[str, dict[str, Any]] = {}
         for rank, count in sorted(self.samples.items()):
@@ -324,6 +361,8 @@ class Sampler:
                                 "cpu": round((cpu[2] - cpu[0]) / (cpu[3] - cpu[1]), 3) if cpu[3] > cpu[1] else None}
             if rank in self.places:
                 ranks[str(rank)]["places"] = self.places[rank]
+            if rank in self.waits:
+                ranks[str(rank)]["waits"] = self.waits[rank]
         out = {"at": round(now, 3), "seconds": round(now - self.since, 1), "ranks": ranks, "first": self.first}
         for key, seen, interface in (("net", self.net, self.interface), ("rdma", self.rdma, "RDMA ports")):
             if seen and seen[5] > seen[2]:

@@ -183,7 +183,8 @@ class Runner:
         stack = (lambda pid: diagnosis.stack_of(pid, tool, perf.STACK_TIMEOUT)) if tool else None
         smi = shutil.which("nvidia-smi")
         self.nodes, self.sampler = nodes, perf.Sampler(self.job.run_id, self.job.node, stack=stack,
-                                                       gpus=gpu_reader.Reader(smi) if smi else None)
+                                                       gpus=gpu_reader.Reader(smi) if smi else None,
+                                                       inputs=tuple(self.job.conf.input_functions))
         conf, env = self.job.conf, dict(os.environ, **job_env(self.job, attempt, nodes))
         if conf.scale:
             self.job.makedirs(checkpoint_dir(self.job, nodes))
@@ -427,7 +428,8 @@ class Runner:
             restart = request if request and request["action"] == "restart" else None
             if rc != 0 and not user:
                 # A rank the kernel killed for memory exits -9 like any SIGKILL: its log says why.
-                self.killed = _oom.new(self.ooms, _oom.kills(health.kernel_log()), self._uid())
+                ranks = self.sampler.ranks if self.sampler else {}
+                self.killed = _oom.ranked(_oom.new(self.ooms, _oom.kills(health.kernel_log()), self._uid()), ranks)
             if not restart:
                 faults = health.faults(self.gpus, health.snapshot()) if failure else []
                 self._record(attempt, started, rc, by, final=not failure, faults=faults)

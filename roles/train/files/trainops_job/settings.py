@@ -64,6 +64,8 @@ class Settings:
     nccl_debug: str | None = "INFO"
     collective_timing: bool = True
     progress_pattern: str | None = None
+    # The job's own input functions (train_input_functions): a rank waiting in one counts as waiting for its data.
+    input_functions: list[str] = field(default_factory=list)
     # The global batch across a restart on fewer nodes ({keep: train_keep_global_batch, accumulation: the first start's,
     # overrides: the command takes LLaMA-Factory's key=value arguments}).
     batch: dict[str, Any] = field(default_factory=dict)
