@@ -218,10 +218,12 @@ class Supervisor:
         """What holds the job back (judge.bottleneck: a straggler, else the class that the ranks' stacks show), judged
         while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is).
         A window that could not be judged (a node's stacks not in it yet) keeps what was named: only a judged window,
-        or steps that stopped coming, clears it, so that status does not flicker between slow and not."""
+        or steps that stopped coming, clears it, so that status does not flicker between slow and not; and a restart
+        (another attempt: a scaling run's next size) starts unnamed."""
         watch = self.watch
         perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch.nodes}
         found = judge.bottleneck(perfs, now, watch.attempt) if now else None
+        found = dict(found, attempt=watch.attempt) if found else None
         watch.judged = judge.judged(perfs, now, watch.attempt) if now else False
         ours = [p for p in perfs.values() if p and p.get("attempt", 0) == watch.attempt]
         watch.sampled = bool(ours)
@@ -230,7 +232,7 @@ class Supervisor:
         if found and (last.get("kind"), last.get("node")) != (found["kind"], found["node"]):
             self.event(event=Event.SLOW, **found)
             print("slow: %s" % found["text"], flush=True)
-        if found or watch.judged or not now:
+        if found or watch.judged or not now or last.get("attempt") != watch.attempt:
             watch.slow = found
 
     def scaling(self, now: float) -> None:
@@ -269,7 +271,8 @@ class Supervisor:
         up to BOUND_WAIT seconds after its steps (its windows end apart), or until it has run a window and a half
         without any node's window (a command without ranks to sample), then is said not judged. Then the next size."""
         watch, plan = self.watch, self.job.conf.scale or {}
-        found, slow = dict(watch.measured or {}), watch.slow
+        found = dict(watch.measured or {})
+        slow = watch.slow if (watch.slow or {}).get("attempt") == watch.attempt else None  # this size's, not the last one's
         unsampled = not watch.sampled and now - (watch.restarted_at or watch.since) >= 1.5 * perf.WINDOW
         if not (watch.judged or slow or "error" in found or unsampled) and now - found["at"] < BOUND_WAIT:
             return
