@@ -50,7 +50,7 @@ def status():
 def running(verdict):
     """Status's verdict of a job whose every part runs: "running", or the ranks' sleep between steps (--step-seconds, in
     the script's own code) named once the supervisor has judged it (the live test of that: the start's)."""
-    return verdict == "running" or verdict.startswith("running, slow: wait-bound: every node's ranks wait outside compute")
+    return verdict == "running" or verdict.startswith("running, slow: wait-bound: ")
 
 
 def steps_of(job, node):
