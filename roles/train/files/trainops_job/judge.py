@@ -108,10 +108,15 @@ def gpu_straggler(perfs: dict, now: float, attempt: int) -> dict | None:
     return {"node": node, "gpus": [[n, g["index"], g["sm_mhz"]] for n, g in slow], "others": others, "text": text}
 
 
+def _gpu_utils(perfs: dict, nodes: list) -> list:
+    """The utilization of the nodes' GPUs over their windows, where the windows hold it."""
+    return [gpu["util"] for node in nodes for gpu in perfs[node].get("gpus") or [] if gpu.get("util") is not None]
+
+
 def _gpus_busy(perfs: dict, nodes: list) -> str:
     """"; GPUs busy 23-31 %": the utilization of the nodes' GPUs, where their windows hold it (under 30 %: the GPUs
     wait for their data or the network, the field guides' first sign)."""
-    utils = [gpu["util"] for node in nodes for gpu in perfs[node].get("gpus") or [] if gpu.get("util") is not None]
+    utils = _gpu_utils(perfs, nodes)
     if not utils:
         return ""
     low, high = round(min(utils)), round(max(utils))
@@ -268,7 +273,7 @@ class _Look(NamedTuple):
 
 def _gpus_in_use(perfs: dict, nodes: list) -> bool:
     """Whether the nodes' GPUs are busy (their median utilization over the window at least GPU_BUSY)."""
-    utils = [gpu["util"] for node in nodes for gpu in perfs[node].get("gpus") or [] if gpu.get("util") is not None]
+    utils = _gpu_utils(perfs, nodes)
     return bool(utils) and statistics.median(utils) >= GPU_BUSY
 
 
@@ -289,21 +294,18 @@ def waited_in(current: dict, nodes: list) -> dict | None:
 
 
 def _said(kind: classes.PerfClass, look: _Look, found: dict) -> dict | None:
-    """A place's class as said: the frame the ranks wait in for a wait outside the known places, the GPUs' use. A wait
-    outside the known places on nodes whose GPUs are busy is no class: a rank blocked on its own kernels (CUDA's
-    blocking synchronization) sleeps under the job's code as one waiting for its data would."""
-    text, frame = found["text"], None
+    """A place's class as said: the frame the ranks wait in for a wait outside the known places (before the advice,
+    _bound's `said`), the GPUs' use. A wait outside the known places on nodes whose GPUs are busy is no class: a rank
+    blocked on its own kernels (CUDA's blocking synchronization) sleeps under the job's code as one waiting for its
+    data would."""
     if kind.place == classes.ELSEWHERE.place:
         named = list(look.current) if found["node"] is None else [found["node"]]
         if _gpus_in_use(look.perfs, named):
             return None
         frame = waited_in(look.current, named)
-    if frame:
-        # The frame goes before the advice: "...of the time (node1 70 %); they wait in train.py:get_batch (line 42...)".
-        head, sep, advice = text.partition("); ")
-        text = head + ")" + frame["text"] + "; " + advice if sep else text + frame["text"]
-        found = dict(found, frame=frame["frame"])
-    return dict(found, text=text + _gpus_busy(look.perfs, list(look.current)))
+        if frame:
+            found = dict(_bound(kind, look.places, len(look.perfs), frame["text"]) or found, frame=frame["frame"])
+    return dict(found, text=found["text"] + _gpus_busy(look.perfs, list(look.current)))
 
 
 def _place_everywhere(kind: classes.PerfClass, look: _Look) -> dict | None:
