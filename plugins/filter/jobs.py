@@ -11,7 +11,7 @@ import json
 from ansible_collections.trainops.cluster.plugins.module_utils import _checkpoints as checkpoints
 from ansible_collections.trainops.cluster.plugins.module_utils.meminfo import available as meminfo_available
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import read_env_b64
-from ansible_collections.trainops.cluster.plugins.plugin_utils import jobs, llamafactory
+from ansible_collections.trainops.cluster.plugins.plugin_utils import job_stage, jobs, llamafactory
 
 
 def train_preflight(nodes, launch_env_b64, master, matrix, listeners, writes, seen, jobs_dir, master_node=None):
@@ -37,6 +37,18 @@ def llamafactory_resume(config, resume, command):
 
 def llamafactory_batch(config):
     return llamafactory.samples_per_rank(dict(config or {}))
+
+
+def train_stage_refused(paths, folder, shared):
+    return job_stage.refused(list(paths or []), str(folder), str(shared))
+
+
+def train_staged(outputs):
+    return job_stage.said({node: _json(text) for node, text in dict(outputs).items()})
+
+
+def llamafactory_stage(config, paths, folder):
+    return job_stage.llamafactory(dict(config or {}), list(paths or []), str(folder))
 
 
 def llamafactory_paths(config):
@@ -87,4 +99,6 @@ class FilterModule:
         return {"train_preflight": train_preflight, "train_status": train_status, "llamafactory_paths": llamafactory_paths,
                 "llamafactory_batch": llamafactory_batch, "llamafactory_resume": llamafactory_resume,
                 "llamafactory_findings": llamafactory_findings, "train_checkpoints": train_checkpoints,
-                "llamafactory_space": llamafactory_space, "llamafactory_memory": llamafactory_memory}
+                "llamafactory_space": llamafactory_space, "llamafactory_memory": llamafactory_memory,
+                "llamafactory_stage": llamafactory_stage, "train_staged": train_staged,
+                "train_stage_refused": train_stage_refused}

@@ -30,6 +30,8 @@ class Event(Word):
     STALL = "stall"
     DIAGNOSIS = "diagnosis"
     SLOW = "slow"
+    # The supervisor's node went silent and another node took the supervision (succession: its epoch, from whom).
+    SUPERVISION_MOVED = "supervision moved"
     FAILURE = "failure"
     RESTART = "restart"
     LEFT_OUT = "left out"

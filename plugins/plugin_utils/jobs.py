@@ -12,7 +12,7 @@ from ansible_collections.trainops.cluster.plugins.module_utils import _oom as oo
 from ansible_collections.trainops.cluster.plugins.module_utils._job_events import Event, Watch, Word
 from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import HEALTHY, NOT_JUDGED, UNEXPLAINED, UNEXPLAINED_EFFICIENCY
 from ansible_collections.trainops.cluster.plugins.module_utils.torchrun import first_failed, read_env_b64
-from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, job_saves, nccl_use
+from ansible_collections.trainops.cluster.plugins.plugin_utils import job_bandwidth, job_saves, job_stage, nccl_use
 from ansible_collections.trainops.cluster.plugins.plugin_utils.torchrun_verdict import launch_reasons
 
 
@@ -275,7 +275,7 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     back), records ({name: kind} of the job's records, its folder's files that collect copies), dir (the job's folder),
     findings (what is wrong with how it runs though it runs: NCCL over sockets despite RDMA, nccl_use; a node's log saying
     "No space left on device", the saves' share of the time and the checkpoint storage's end, job_saves), saves (the
-    checkpoints' figures, job_saves.saves); a node's nccl:
+    checkpoints' figures, job_saves.saves), staged (what the stage did on each node, job_stage.said, or None); a node's nccl:
     what its ranks' NCCL used (nccl_use.said), its perf: its ranks' windows in brief over time ([{at, busy, wait, gpu,
     tx}], the node program's perf.history_point)}.
     """
@@ -321,11 +321,13 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
     if last and last.get("event") == Event.FAILURE and last.get("lost") and not any(seen["running"] for seen in per_node.values()):
         first = last["first"]
     diagnosis = next((e["verdict"] for e in reversed(events) if e.get("event") == Event.DIAGNOSIS), None)
-    note, unsupervised = supervisor.get("note"), None
-    if record is not None and not reports.get(nodes[0]):
-        note = "%s gave no report: the job's supervisor runs there, so no stall or failure is acted on while it is gone" % nodes[0]
+    # The supervisor's node: the first, or the one that took the supervision when its holder went silent (succession).
+    note, unsupervised, holder = supervisor.get("note"), None, supervisor.get("holder") or nodes[0]
+    if record is not None and not reports.get(holder):
+        note = ("%s gave no report: the job's supervisor runs there; another node takes the supervision once it has been "
+                "silent for train_supervisor_silence" % holder)
         if any(seen["restarting"] or seen["not_restarted"] for seen in per_node.values()):
-            unsupervised = "%s, where the supervisor runs, gave no report" % nodes[0]
+            unsupervised = "%s, where the supervisor runs, gave no report" % holder
     found, scaled = starts(record, events), scale_table(events)
     judged = {node: seen for node, seen in per_node.items() if not seen["standby"]}
     ours = {n: r for n, r in reports.items() if r and r.get("run_id") == run_id}
@@ -333,13 +335,14 @@ def status(nodes: list, reports: dict, addresses: dict, queue: dict | None = Non
         supervisor["slow"] = _held_to_ladder(supervisor["slow"], ladder, ours)
     # A plain str: Ansible stores only its own types, and the word of a Verdict is a str already.
     verdict = str(_verdict(record, judged, first, supervisor, events, unsupervised))
-    saved = job_saves.saves((ours.get(nodes[0]) or {}).get("checkpoints"))
+    staged = job_stage.said({n: r.get("stage") for n, r in ours.items()})
+    saved = job_saves.saves(next((r["checkpoints"] for r in ours.values() if r.get("checkpoints")), None))  # the supervising node's
     return {"rows": rows, "nodes": per_node, "verdict": verdict, "found": record is not None, "stalled": verdict.startswith(Verdict.STALLED),
             "first_failed": first, "findings": nccl_use.findings(ours) + job_saves.no_space(logs) + saved["said"], "saves": saved,
             "stall_seconds": supervisor.get("stall_seconds"), "slow": supervisor.get("slow"), "note": note, "events": events,
             "diagnosis": diagnosis,
             "starts": found, "starts_text": starts_text(found), "scale": scaled, "scale_rows": scale_rows(scaled), "scale_notes": scale_notes(scaled),
-            "records": head.get("records") or {}, "dir": head.get("dir")}
+            "records": head.get("records") or {}, "dir": head.get("dir"), "staged": staged}
 
 
 def batch_said(steps: int, change: float) -> str:

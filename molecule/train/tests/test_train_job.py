@@ -4,7 +4,9 @@ stop, the runner without systemd, the pre-flight's refusals (a job slowed for re
 the training network and a stall restarted up to its limit are recorded live (molecule/train/tests/record) and
 replayed in the unit tests."""
 
+import hashlib
 import json
+import os
 import time
 
 import pytest
@@ -24,7 +26,11 @@ OPTIONS = {"train_command": COMMAND, "train_run_opts": ["--volume", "/opt/traino
 # leave both out: the pre-flight's port probes and the page's build are seconds of every run, proved by their own tests.
 LIGHT = {"train_preflight": False, "cluster_report_page": False}
 RANK = "^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py"
-START = ["-e", "train_job=%s" % JOB, "-e", json.dumps(OPTIONS)]
+# The job's data staged on every node's disk (train_stage): a dataset folder on shared storage (the nodes' /mnt/shared).
+DATASET = SHARED / "datasets" / JOB
+STAGED = dict(OPTIONS, train_stage=["/mnt/shared/datasets/%s" % JOB])
+STAGE_DIR = "/var/tmp/trainops-stage/%s" % JOB
+START = ["-e", "train_job=%s" % JOB, "-e", json.dumps(STAGED)]
 
 
 def light(options):
@@ -79,6 +85,9 @@ def wait_for(check, seconds, what):
     (["-e", "train_job=../etc", "-e", "train_command=true"], "train_job must be a plain name"),
     (["-e", "train_job=x", "-e", "train_command=true", "-e", '{"train_input_functions": ["get batch"]}'],
      "train_input_functions holds get batch: give function names"),
+    (["-e", "train_job=x", "-e", "train_command=true", "-e", "train_supervisor_silence=2"], "train_supervisor_silence is 2: give at least 6 s"),
+    (["-e", "train_job=x", "-e", "train_command=true", "-e", '{"train_stage": ["/etc/passwd"]}'],
+     "train_stage holds /etc/passwd: give paths on shared storage (under /mnt/shared) that every node reads"),
 ])
 def test_bad_input_is_refused_before_anything_changes(node, args, message):
     run = train(*args)
@@ -87,12 +96,21 @@ def test_bad_input_is_refused_before_anything_changes(node, args, message):
 
 
 def test_start_runs_the_job_on_every_node_with_logs_on_shared_storage(node):
+    """As the docs say, its dataset staged: every node's copy made and checked against the first node's manifest."""
+    (DATASET / "shards").mkdir(parents=True, exist_ok=True)
+    for index in range(3):
+        (DATASET / "shards" / ("%d.jsonl" % index)).write_bytes(os.urandom(1 << 20))
+    (DATASET / "dataset_info.json").write_text('{"ddp1": {"file_name": "shards"}}\n')
     start, began = time.monotonic(), time.time()
     run = train(*START)
     assert run.returncode == 0, run.stdout[-3000:]
     print("start: every node running after %.1f s" % (time.monotonic() - start))
     for name in CLUSTER:
         assert node(name).check_output("systemctl is-active trainops-job@%s", JOB) == "active"
+        # The copy is the shared file's, byte for byte, and the training user's.
+        copy = node(name).file("%s/%s/shards/2.jsonl" % (STAGE_DIR, JOB))
+        assert copy.sha256sum == hashlib.sha256((DATASET / "shards" / "2.jsonl").read_bytes()).hexdigest() and copy.user == "train", name
+        assert "%s 3.15 MB (3.15 MB copied at " % name in run.stdout, run.stdout[-3000:]
     wait_for(lambda: len(steps("node1")) >= 12, 90, "twelve steps")
     run, report = status()
     assert run.returncode == 0 and running(report["verdict"]), report["verdict"]
@@ -187,8 +205,10 @@ def test_a_failed_node_stops_the_others_and_is_named(node, assert_nothing_left):
 def test_start_again_resumes_after_the_last_checkpoint(node):
     saved = max(int(p.name[5:11]) for p in (JOB_DIR / "checkpoints").glob("step-*.pt"))
     before = steps("node1")
-    run = train("-e", "train_job=%s" % JOB, "-e", light(OPTIONS))
+    run = train("-e", "train_job=%s" % JOB, "-e", light(STAGED))
     assert run.returncode == 0, run.stdout[-3000:]
+    # The stage is there and whole on every node: nothing copied again.
+    assert "node1 3.15 MB (kept: unchanged), node2 3.15 MB (kept: unchanged), node3 3.15 MB (kept: unchanged)" in run.stdout, run.stdout[-3000:]
     wait_for(lambda: len(steps("node1")) > len(before) + 2, 90, "steps after the resume")
     resumed = steps("node1")[len(before):]
     assert resumed[0] == saved + 1, (saved, resumed)
@@ -200,6 +220,7 @@ def test_stop_ends_the_job_everywhere(node, assert_nothing_left):
     assert run.returncode == 0, run.stdout[-3000:]
     for name in CLUSTER:
         assert node(name).run("systemctl is-active trainops-job@%s" % JOB).stdout.strip() != "active"
+        assert not node(name).file(STAGE_DIR).exists, name  # the stage goes with the job (train_stage_keep: false)
     assert_nothing_left()
     logs = train_light("-e", "train_job=%s" % JOB, "-e", "train_action=logs")
     assert logs.returncode == 0 and "/jobs/%s/node3.log:" % JOB in logs.stdout

@@ -132,17 +132,6 @@ def test_a_command_that_always_fails_is_stopped_as_a_crash_loop(cluster):
     assert events(node)[-1]["why"] == "crash loop: 2 restarts, no checkpoint at all"
 
 
-def test_without_the_first_node_no_restart_comes_and_the_part_ends_saying_so(cluster):
-    """node1, where the supervisor runs, is gone from the start: node2's failed part waits for a word that never comes,
-    then ends for good and says why (the supervisor's silence shortened to 3 s here)."""
-    node = cluster("exit 3", nodes=2, on_failure="restart", max_auto_restarts=3, supervisor_silence=3)[1]
-    assert node.run("start").returncode == 0
-    record = wait_for(lambda: (node.exit_record() or {}).get("final") and node.exit_record(), 40, "the final record")
-    assert (record["rc"], record["stopped_by"], record["not_restarted"]) == (3, None, records.SUPERVISOR_SILENT)
-    assert node.report()["state"] == "failed: exited 3; not restarted: the supervisor is silent"
-    assert "trainops-job: the supervisor on node1 is silent: no restart will come" in node.report()["log"]
-
-
 def test_restarts_end_at_the_limit(cluster):
     [node] = cluster("exit 3", on_failure="restart", max_auto_restarts=1)
     assert node.run("start").returncode == 0

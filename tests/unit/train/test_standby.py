@@ -58,11 +58,7 @@ def test_a_spare_no_restart_needed_ends_with_the_supervision(cluster):
     assert not report["running"] and report["log"] == []
 
 
-def test_a_spare_ends_when_the_supervisor_is_silent_or_the_user_stops_it(cluster):
-    first = cluster(PLACE, nodes=1, spares=1, supervisor_silence=2)[1]
-    assert first.run("start").returncode == 0
-    record = wait_for(first.exit_record, 10, "the spare's end, nobody supervising")
-    assert record["stopped_by"] == records.NOT_NEEDED
+def test_a_spare_ends_when_the_user_stops_it(cluster):
     spare = cluster(PLACE, nodes=1, spares=1)[1]
     assert spare.run("start").returncode == 0
     wait_for(lambda: spare.report()["state"] == records.STANDBY, 10, "the spare standing by")

@@ -109,7 +109,7 @@ def test_a_stall_with_restart_is_recorded_and_asked_of_every_node(tmp_path):
     assert events[2]["nodes"] == NODES and events[2]["world"] == 3
     assert json.loads((tmp_path / "stall.json").read_text()) == {"run_id": "run-1", "stall": 1, "step": 53}
     assert json.loads((tmp_path / "control.json").read_text()) == {
-        "run_id": "run-1", "action": "restart", "id": 1, "nodes": NODES, "why": "a stall at step 53 (train_on_stall: restart)"}
+        "run_id": "run-1", "action": "restart", "id": 1, "nodes": NODES, "why": "a stall at step 53 (train_on_stall: restart)", "epoch": 1}
     # The limit reached: the next stall stops the job instead.
     for node in NODES:
         path = tmp_path / ("%s.diagnosis.json" % node)

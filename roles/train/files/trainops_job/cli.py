@@ -4,6 +4,8 @@
 """trainops-job ACTION NAME [ARG]: this node's part of job NAME (settings: /etc/trainops/jobs/NAME.json).
 
 As root (train.yml, systemd's unit, Slurm's task):
+  stage-manifest NAME   before the start, on the first node: the stage's manifest (train_stage), in the job's folder; JSON
+  stage NAME            before the start, on every node: the stage copied to local disk and checked; JSON
   prepare NAME          before the start: the job's folder, this node's old records gone, the job record (first node)
   run NAME              the job's process: the command, its log, fail fast, the supervisor's requests, the exit record
   start NAME            run NAME detached from the caller (a node without systemd)
@@ -15,7 +17,9 @@ As root (train.yml, systemd's unit, Slurm's task):
 As the training user:
   stop-local NAME BY N  node BY failed in attempt N (over SSH from BY): this node's part of that attempt ends
   tee NAME ATTEMPT      the command's output from stdin into the node's log and progress record (the runner's)
-  supervise NAME PID    the first node's stall supervisor, while runner PID runs (the runner's)
+  supervise NAME PID [EPOCH FROM]
+                        the job's supervisor while runner PID runs (the runner's): the first node's (epoch 1), or
+                        EPOCH's, taken from node FROM whose supervisor went silent (succession)
   wait NAME SECONDS     until the job ends, stalls or SECONDS pass (train_action=watch): ended, stalled or watching
 """
 
@@ -25,7 +29,7 @@ import json
 import sys
 from typing import Any, Callable
 
-from . import diagnosis, lifecycle, records, report, runner, supervisor, tee
+from . import diagnosis, lifecycle, records, report, runner, stage, supervisor, tee
 
 
 def _diagnose(job: records.Job, stall: str) -> int:
@@ -57,6 +61,15 @@ def _run(job: records.Job) -> int:
         raise
 
 
+def _staged(action: Callable[[records.Job], dict], job: records.Job) -> int:
+    """A stage action's result as JSON; what makes it impossible on stderr, naming this node, and exit status 1."""
+    try:
+        return _printed(action(job))
+    except (stage.StageError, OSError) as exc:
+        print("trainops-job: %s: %s" % (job.node, exc), file=sys.stderr)
+        return 1
+
+
 def _prepare(job: records.Job) -> int:
     lifecycle.prepare(job)
     return 0
@@ -74,6 +87,8 @@ def _stop_local(job: records.Job, by: str, attempt: str) -> int:
 
 # Each action: what it does with the job (and its one argument, where it takes one), and its exit status.
 _ACTIONS: dict[str, Callable[..., int]] = {
+    "stage-manifest": lambda job: _staged(stage.make_manifest, job),
+    "stage": lambda job: _staged(stage.stage_here, job),
     "prepare": _prepare,
     "run": _run,
     "start": lifecycle.start,
@@ -84,14 +99,14 @@ _ACTIONS: dict[str, Callable[..., int]] = {
     "diagnose": _diagnose,
     "stop-local": _stop_local,
     "tee": lambda job, attempt: tee.tee(job, sys.stdin.buffer.fileno(), attempt=int(attempt)),
-    "supervise": lambda job, pid: supervisor.main(job, int(pid)),
+    "supervise": lambda job, pid, epoch="1", taken_from=None: supervisor.main(job, int(pid), int(epoch), taken_from),
     "wait": lambda job, seconds: print(supervisor.wait(job, float(seconds))) or 0,
 }
 
 
 def main(argv: list[str]) -> int:
-    takes = {"diagnose": 1, "stop-local": 2, "supervise": 1, "wait": 1, "tee": 1}
-    if len(argv) < 2 or argv[0] not in _ACTIONS or len(argv) != 2 + takes.get(argv[0], 0):
+    takes = {"diagnose": (1,), "stop-local": (2,), "supervise": (1, 3), "wait": (1,), "tee": (1,)}
+    if len(argv) < 2 or argv[0] not in _ACTIONS or len(argv) - 2 not in takes.get(argv[0], (0,)):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     action, name = argv[0], argv[1]

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from . import records, runner
+from . import records, runner, stage
 
 
 def prepare(job: records.Job) -> None:
@@ -26,6 +26,8 @@ def prepare(job: records.Job) -> None:
     job.unmark("standby")
     if job.first:
         job.write(records.JOB_RECORD, dict(job.conf.record, run_id=job.run_id, events=[]))
+        # Earlier starts' claims of the supervision (succession): each names its start, none counts for this one.
+        job.remove(*(job.path(n) for n in os.listdir(job.dir) if n.startswith(records.CLAIM_PREFIX) and job.run_id not in n))
 
 
 def runner_pid(job: records.Job) -> int | None:
@@ -73,7 +75,11 @@ def stop(job: records.Job) -> dict:
         deadline = time.monotonic() + job.conf.stop_timeout
         while runner_pid(job) and time.monotonic() < deadline:
             time.sleep(0.2)
-    return dict(sweep(job), stopped=bool(pid), running=runner_pid(job) is not None)
+    still = runner_pid(job) is not None
+    # The stage goes with the job (train_stage_keep keeps it for the next start), once nothing of the job reads it.
+    plan = job.conf.stage or {}
+    unstaged = bool(plan.get("dir")) and not plan.get("keep") and not still and stage.unstage(str(plan["dir"]))
+    return dict(sweep(job), stopped=bool(pid), running=still, unstaged=unstaged)
 
 
 def stop_local(job: records.Job, by: str, attempt: str) -> None:

@@ -37,8 +37,8 @@ LEFT_OUT = StopReason.LEFT_OUT
 NOT_NEEDED = StopReason.NOT_NEEDED
 # train_action=scale: every size measured (or one could not be), the supervisor ended the run.
 SCALED = StopReason.SCALED
-# Why a failed part ended for good with no restart (its exit record's not_restarted): the supervisor, on the first
-# node, gave no word for train_supervisor_silence (its node lost).
+# Why a failed part ended for good with no restart (its exit record's not_restarted): no node took the supervision in
+# every node's turn (succession: each waits train_supervisor_silence and its place), so no restart can come.
 SUPERVISOR_SILENT = "the supervisor is silent"
 
 # The job's folder: the job record (the first node writes it, its supervisor adds events), the supervisor's view and
@@ -48,10 +48,17 @@ SUPERVISOR_VIEW = "watch.json"
 STALL_REQUEST = "stall.json"
 CONTROL_REQUEST = "control.json"
 SUPERVISOR_LOG = "supervisor.log"
+# Who supervises the job (succession): the lease its holder renews, and the claim of each epoch after the first (one
+# file per epoch, its name with the start's run id, so that an earlier start's claims never count).
+LEASE = "supervisor.lease.json"
+# The stage's manifest (train_stage: every file's size and sha256, made once by the first node), against which every
+# node stages and checks its local copies.
+STAGE_MANIFEST = "stage-manifest.json"
+CLAIM_PREFIX = "supervisor.claim-"
 FLIGHT_RECORDER = "flight-recorder"
 # alive: the node's heartbeat while its part runs (the supervisor tells a lost node by its silence).
 NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json", "diagnosis": "%s.diagnosis.json", "perf": "%s.perf.json",
-              "stopped_by": "%s.stopped-by", "alive": "%s.alive.json"}
+              "stopped_by": "%s.stopped-by", "alive": "%s.alive.json", "stage": "%s.stage.json"}
 
 
 # A node's part, as its report says it. A spare (group cluster_spare) stands by until a restart brings it in.
@@ -102,7 +109,7 @@ def record_kind(name: str, nodes: list) -> str | None:
         return "job record"
     if name == SUPERVISOR_LOG:
         return "log"
-    if name in (SUPERVISOR_VIEW, STALL_REQUEST, CONTROL_REQUEST):
+    if name in (SUPERVISOR_VIEW, STALL_REQUEST, CONTROL_REQUEST, LEASE, STAGE_MANIFEST):
         return "record"
     kind = next((kind for kind, pattern in NODE_FILES.items() for node in nodes if name == pattern % node), None)
     if kind in (None, "alive"):

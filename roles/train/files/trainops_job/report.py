@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any, Callable
 
-from . import _checkpoints, lifecycle, perf, records
+from . import _checkpoints, lifecycle, perf, records, succession
 
 LOG_LINES = 80  # enough for torchrun's failure summary, which names the rank that died
 
@@ -54,12 +54,13 @@ def report(job: records.Job, clock: Callable[[], float] = time.time) -> dict:
            "rc": (ended or {}).get("rc"), "stopped_by": (ended or {}).get("stopped_by"), "started": (ended or {}).get("started"),
            "ended": (ended or {}).get("ended"), "not_restarted": (ended or {}).get("not_restarted"),
            "progress": job.of_this_run(job.node_path("progress")), "log": log_tail(job.node_path("log")), "log_path": job.node_path("log"),
-           "rdma_ports": perf.rdma_ports(), "perf": (job.of_this_run(job.node_path("perf")) or {}).get("history") or []}
+           "rdma_ports": perf.rdma_ports(), "stage": job.of_this_run(job.node_path("stage")),
+           "perf": (job.of_this_run(job.node_path("perf")) or {}).get("history") or []}
     record = job.read(records.JOB_RECORD)
     kinds = {name: records.record_kind(name, job.members) for name in _listing(job.dir)}
     out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
                supervisor=job.of_this_run(records.SUPERVISOR_VIEW), records={n: k for n, k in sorted(kinds.items()) if k})
-    if job.first:
+    if (succession.lease(job).get("holder") or job.nodes[0]) == job.node:
         out["checkpoints"] = checkpoints(job)
     return out
 
@@ -67,7 +68,7 @@ def report(job: records.Job, clock: Callable[[], float] = time.time) -> dict:
 def checkpoints(job: records.Job) -> dict:
     """The job's saves as its checkpoint directory tells them (the one a start resumes from: LLaMA-Factory's output_dir,
     else the job's): {dir, saves (_checkpoints.saves: each one's bytes, first and last write), free (bytes free there
-    for the training user's files, None where it cannot be read)}. The first node's alone: the folder is shared."""
+    for the training user's files, None where it cannot be read)}. The supervising node's alone: the folder is shared."""
     folder = (job.conf.resume or {}).get("dir") or job.conf.checkpoint_dir
     try:
         seen = os.statvfs(folder)

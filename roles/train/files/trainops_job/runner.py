@@ -22,7 +22,7 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
-from . import _checkpoints, _oom, batch, diagnosis, gpu_reader, health, perf, processes, records
+from . import _checkpoints, _oom, batch, diagnosis, gpu_reader, health, perf, processes, records, succession
 
 # Seconds between two heartbeats of a node's runner while its part runs (supervisor.LOST_AFTER: six missed).
 HEARTBEAT = 5.0
@@ -66,7 +66,12 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
     # it asks for once a window (perf.Sampler): train_collective_timing.
     if conf.collective_timing and conf.flight_recorder_entries > 0:
         nccl["TORCH_NCCL_ENABLE_TIMING"] = "1"
-    return dict(nccl, **{
+    # The stage (train_stage): its folder on this node's disk; the hub left alone where the model and data are staged.
+    plan = conf.stage or {}
+    staged = {"TRAINOPS_STAGE_DIR": plan["dir"]} if plan.get("paths") else {}
+    if staged and plan.get("offline"):
+        staged.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    return dict(nccl, **staged, **{
         "TRAINOPS_RUN_ID": job.run_id, "TRAINOPS_NODE": node, "TRAINOPS_JOB": job.name, "TRAINOPS_ATTEMPT": str(attempt),
         "TRAINOPS_CHECKPOINT_DIR": checkpoint_dir(job, nodes),
         # LLaMA-Factory reads RDZV_ID and MAX_RESTARTS (the c10d elastic launch); without FORCE_TORCHRUN it runs a node
@@ -99,6 +104,8 @@ def command(job: records.Job, nodes: list) -> str:
     if resume.get("argument"):
         latest = _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["latest"]
         text += " resume_from_checkpoint=%s/%s" % (resume["dir"], latest) if latest else ""
+    # LLaMA-Factory's paths that the stage holds, read from the node's local copy (dataset_dir=..., model_name_or_path=...).
+    text += "".join(" %s=%s" % (key, path) for key, path in sorted(((conf.stage or {}).get("overrides") or {}).items()))
     steps = accumulation(job, nodes)
     if conf.batch.get("overrides") and steps != int(conf.batch.get("accumulation") or 1):
         text += " gradient_accumulation_steps=%d" % steps  # LLaMA-Factory's, the global batch kept on fewer nodes
@@ -170,6 +177,8 @@ class Runner:
         self.sampler: perf.Sampler | None = None  # where this node's ranks spend their time (perf), in the attempt under way
         self.lingered: int | None = None  # a failed rank's status where its launcher lingered after it and was ended
         self.beat, self.beat_at = 0, 0.0  # this node's heartbeat (NODE.alive) while its part runs
+        self.supervisor: subprocess.Popen[bytes] | None = None  # the job's supervisor where this node holds the supervision
+        self.succession = succession.Watch(job)  # this node's watch on the supervisor's lease
 
     def _as_user(self) -> dict:
         user = self.job.user
@@ -246,9 +255,54 @@ class Runner:
                 print(note, end="", file=sys.stderr)
 
     def _request(self, handled: int | None) -> dict | None:
-        """The supervisor's latest request (stop or restart) for this start, if not handled yet."""
+        """The supervisor's latest request (stop or restart) for this start, if not handled yet; never one of a
+        supervision whose epoch is over (its node lost, another took the supervision: succession)."""
         request = self.job.of_this_run(records.CONTROL_REQUEST)
-        return request if request and request.get("id") != handled else None
+        if not request or request.get("id") == handled or succession.over(self.job, int(request.get("epoch") or 1)):
+            return None
+        return request
+
+    def _supervise(self) -> tuple[dict, dict] | None:
+        """A look at the supervisor's lease (succession), where this node's supervisor does not run: where its holder has
+        been silent for this node's turn, the supervision taken, epoch + 1 (this node's claim the only one of that epoch).
+        Returns the lease and the view as read (None where this node supervises)."""
+        job = self.job
+        if self.supervisor is not None and self.supervisor.poll() is None:
+            return None
+        found, view = self.succession.look(), job.of_this_run(records.SUPERVISOR_VIEW) or {}
+        if not self.succession.due(found, view):
+            return found, view
+        holder, epoch = found.get("holder") or job.nodes[0], self.succession.claimed + 1
+        if succession.claim(job, epoch):
+            job.write_text(job.node_path("log"), "trainops-job: the supervisor on %s silent for %d s: %s takes the supervision "
+                           "(epoch %d)\n" % (holder, self.succession.silent(), job.node, epoch), "a")
+            self._start_supervisor(epoch, holder)
+        return found, view
+
+    def _start_supervisor(self, epoch: int, taken_from: str | None) -> None:
+        """The supervisor watches every node's progress: the stall judge runs on the cluster, not in the controller's
+        playbook, and ends with this runner."""
+        args = [str(epoch), taken_from] if taken_from else []
+        self.supervisor = subprocess.Popen(program("supervise", self.job.name, str(os.getpid()), *args), env=helper_env(), cwd="/",
+                                           stdin=subprocess.DEVNULL, **self._as_user())
+
+    def _end_supervision(self) -> None:
+        """This runner has ended: its supervisor too (it writes its records whole, renamed into place: nothing is left half
+        written). Where the job goes on without this node (left out of a restart), the lease is released and the next
+        node takes the supervision at once; else the supervision has ended, said in its view: a spare standing by ends
+        too (no restart can bring it in now). Not where this node's epoch is over: the supervision is another's."""
+        job, supervisor = self.job, self.supervisor
+        if supervisor is None:
+            return
+        supervisor.terminate()
+        supervisor.wait()
+        found = succession.lease(job)
+        if (found.get("holder") or job.nodes[0]) != job.node or succession.over(job, int(found.get("epoch") or 1)):
+            return
+        if (job.exit_record() or {}).get("stopped_by") == records.LEFT_OUT:
+            job.write(records.LEASE, dict(found, released=True))
+            return
+        job.write(records.SUPERVISOR_VIEW, dict(job.of_this_run(records.SUPERVISOR_VIEW) or {"run_id": job.run_id}, ended=True))
 
     def _outlived(self, seconds: float) -> bool:
         """Whether the command still runs after seconds (a stop may cut the wait short)."""
@@ -266,6 +320,7 @@ class Runner:
             if request:
                 return request, None, answered
             self._heartbeat(attempt)
+            self._supervise()
             if self._lingering(attempt):
                 return None, None, answered
             peer = self.job.failed_peer(attempt)
@@ -313,30 +368,27 @@ class Runner:
 
     def _decision(self, handled: int | None) -> dict:
         """After a failure (train_on_failure: restart): the supervisor's word once every part has ended (restart or stop),
-        a user's stop, or the supervisor's silence (its first node lost: no restart can come)."""
-        waiting = time.time()
+        a user's stop, or no supervisor at all (its node lost and no node took the supervision in its turn: no restart
+        can come). This node takes the supervision in its turn (_supervise)."""
         while not self.stop.asked and not self.job.stopping():
             request = self._request(handled)
             if request:
                 return request
-            if self._silent(self.job.of_this_run(records.SUPERVISOR_VIEW) or {}, waiting):
-                self.job.write_text(self.job.node_path("log"), "trainops-job: the supervisor on %s is silent: no restart will "
-                                    "come\n" % self.job.nodes[0], "a")
+            looked = self._supervise()
+            if looked and self.succession.abandoned(*looked):
+                holder = looked[0].get("holder") or self.job.nodes[0]
+                self.job.write_text(self.job.node_path("log"), "trainops-job: no node took the supervision from %s (its lease "
+                                    "silent for %d s): no restart will come\n" % (holder, self.succession.silent()), "a")
                 return {"action": "lost"}
             self.stop.wait(1.0)
         return {"action": "stop", "user": True}
 
-    def _silent(self, view: dict, waiting: float) -> bool:
-        """Whether the supervisor has said nothing for train_supervisor_silence since its last look (its view's checked),
-        or since this wait began (waiting) where it never looked: its node is gone, and no restart can come."""
-        silence: float = self.job.conf.supervisor_silence
-        return time.time() - max(view.get("checked") or 0, waiting) > silence
-
     def _standby(self) -> dict:
         """A spare's part until a restart brings it in: the supervisor's restart that names this node, its stop, a user's
         stop, or the supervision's end (the first node's runner has ended, or its supervisor is silent: no restart can
-        come). A restart that goes on without this spare leaves it standing by."""
-        job, handled, waiting = self.job, None, time.time()
+        come). A restart that goes on without this spare leaves it standing by. It takes the supervision in its turn
+        (_supervise), as any node of the world."""
+        job, handled = self.job, None
         job.mark("standby", job.run_id)
         try:
             while not self.stop.asked and not job.stopping():
@@ -344,8 +396,9 @@ class Runner:
                 if request and (request["action"] != "restart" or job.node in request.get("nodes", [])):
                     return request
                 handled = request["id"] if request else handled
-                view = job.of_this_run(records.SUPERVISOR_VIEW) or {}
-                if view.get("ended") or self._silent(view, waiting):
+                looked = self._supervise()
+                view = looked[1] if looked else job.of_this_run(records.SUPERVISOR_VIEW) or {}
+                if view.get("ended") or looked and self.succession.abandoned(*looked):
                     return {"action": "not needed"}
                 self.stop.wait(1.0)
             return {"action": "stop", "user": True}
@@ -374,18 +427,10 @@ class Runner:
         self.stop = Wakeup()
         job.mark("pid", str(os.getpid()))
         started = records.now_iso()
-        supervisor = None
         if job.first:
-            # The first node's supervisor watches every node's progress: the stall judge runs on the cluster, not in the
-            # controller's playbook, and ends with this runner.
-            supervisor = subprocess.Popen(program("supervise", job.name, str(os.getpid())), env=helper_env(), cwd="/",
-                                          stdin=subprocess.DEVNULL, **self._as_user())
+            self._start_supervisor(1, None)
         rc = self._attempts(0, list(job.starters), None, started) if job.node in job.starters else self._spare(started)
-        if supervisor:
-            supervisor.terminate()  # it writes its records whole (renamed into place): nothing is left half written
-            supervisor.wait()
-            # The supervision has ended: a spare standing by ends too (no restart can bring it in now).
-            job.write(records.SUPERVISOR_VIEW, dict(job.of_this_run(records.SUPERVISOR_VIEW) or {"run_id": job.run_id}, ended=True))
+        self._end_supervision()
         for name in os.listdir("/tmp"):
             if name.startswith("trainops-%s-%s-rank" % (job.run_id, job.node)) and name.endswith(".pipe"):
                 os.remove(os.path.join("/tmp", name))

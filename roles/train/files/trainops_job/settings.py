@@ -46,7 +46,7 @@ class Settings:
     stop_grace: int = 10
     stop_timeout: int = 30
     fail_grace: int = 6
-    supervisor_silence: int = 120
+    supervisor_silence: int = 30
     # Stalls and failures: what the supervisor does, and its guards.
     on_stall: str = "report"
     on_failure: str = "stop"
@@ -69,6 +69,9 @@ class Settings:
     # The global batch across a restart on fewer nodes ({keep: train_keep_global_batch, accumulation: the first start's,
     # overrides: the command takes LLaMA-Factory's key=value arguments}).
     batch: dict[str, Any] = field(default_factory=dict)
+    # The stage (train_stage): {paths on shared storage, dir (each node's local copy), keep (after a stop), offline (the
+    # command's model and data all staged: no rank goes to the hub), overrides ({key: local path} for LLaMA-Factory)}.
+    stage: dict[str, Any] = field(default_factory=dict)
     # train_action=scale's plan ({sizes, warmup, steps, timeout, samples_per_rank}), None for any other start.
     scale: dict[str, Any] | None = None
     # The job record the first node writes to the folder (job.json) before any node starts.

@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The job's supervisor, on the first node, as the training user: every node's progress watched, a stall judged (no
-node logged a new step for the stall time), every node asked for its diagnosis, the verdict recorded, and what
-train_on_stall says done (report, stop, restart) without the controller; a failed part (train_on_failure: restart)
-restarted from the newest complete checkpoint on the nodes that still answer (a spare standing by in the place of one
-that does not), within the restart limit and short of a crash loop. While steps come it names a straggler (perf); for
-train_action=scale it runs and measures each size in turn. It also says when no step was recognised at all: a job
-whose trainer prints its steps in a form not read is never judged stalled."""
+"""The job's supervisor, on the first node (on the next one where that node is lost: succession), as the training user:
+every node's progress watched, a stall judged (no node logged a new step for the stall time), every node asked for its
+diagnosis, the verdict recorded, and what train_on_stall says done (report, stop, restart) without the controller; a
+failed part (train_on_failure: restart) restarted from the newest complete checkpoint on the nodes that still answer (a
+spare standing by in the place of one that does not), within the restart limit and short of a crash loop. While steps
+come it names a straggler (perf); for train_action=scale it runs and measures each size in turn. It also says when no
+step was recognised at all: a job whose trainer prints its steps in a form not read is never judged stalled."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _checkpoints, _perf_classes, batch, diagnosis, judge, perf, records, report, torchrun, verdict
+from . import _checkpoints, _perf_classes, batch, diagnosis, judge, perf, records, report, succession, torchrun, verdict
 from ._job_events import Event, Watch, WatchEnd
 from .settings import Settings
 from .view import View
@@ -73,20 +73,56 @@ def unknown(since: float, now: float, floor: float) -> str | None:
 
 
 class Supervisor:
-    def __init__(self, job: records.Job, clock: Callable[[], float] = time.time, sleep: Callable[[float], object] = time.sleep):
-        self.job, self.clock, self.sleep = job, clock, sleep
+    def __init__(self, job: records.Job, clock: Callable[[], float] = time.time, sleep: Callable[[float], object] = time.sleep,
+                 epoch: int = 1, taken_from: str | None = None):
+        """epoch: the supervision's (succession), 1 on the first node; taken_from: the node whose supervisor went silent,
+        where this one took the supervision from it."""
+        self.job, self.clock, self.sleep, self.epoch = job, clock, sleep, epoch
         found = job.of_this_run(records.SUPERVISOR_VIEW)
-        # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on); a
-        # runner's word alone (ended, written where no supervisor had looked yet) is no view.
+        # The view of this start goes on over a restart of the runner's command (its restarts and stalls count on) and
+        # over a move of the supervision to another node; a runner's word alone (ended, written where no supervisor had
+        # looked yet) is no view.
         if found and "nodes" in found:
             self.watch = View.read(found, job.path(records.SUPERVISOR_VIEW))
         else:
             self.watch = View(run_id=job.run_id, nodes=list(job.starters), spares=list(job.spares), since=round(clock(), 3),
                               checkpoint=self.newest_checkpoint())
         self.watch.ended = False  # its runner's word once it has ended: this supervisor runs again
+        self.watch.holder, self.watch.epoch = job.node, epoch
         # {node: ((attempt, beat) last read, when it was first read so)}, and when silent nodes were last probed.
         self.beats: dict[str, tuple[tuple, float]] = {}
         self.probed = 0.0
+        # Set once this supervisor's epoch is over (another node took the supervision) or its runner has ended.
+        self.done = threading.Event()
+        if taken_from:
+            self.take_over(taken_from)
+
+    def take_over(self, silent: str) -> None:
+        """The supervision taken from a silent node: said in the job record, its request numbers going on from the last
+        one written (its last request may have gone out after its last view), and that node probed at the first look (its
+        lease silent already for train_supervisor_silence) rather than after LOST_AFTER more."""
+        watch = self.watch
+        watch.requests = max(watch.requests, int((self.job.of_this_run(records.CONTROL_REQUEST) or {}).get("id") or 0))
+        beat = self.job.of_this_run(self.job.node_path("alive", silent)) or {}
+        self.beats[silent] = ((beat.get("attempt"), beat.get("beat")), self.clock() - LOST_AFTER)
+        why = "the supervisor on %s silent for %d s (train_supervisor_silence)" % (silent, self.job.conf.supervisor_silence)
+        self.event(event=Event.SUPERVISION_MOVED, node=self.job.node, replaces=silent, epoch=self.epoch, why=why)
+        print("%s: %s takes the supervision (epoch %d)" % (why, self.job.node, self.epoch), flush=True)
+
+    def hold(self) -> None:
+        """The lease renewed every succession.BEAT seconds until this supervisor ends; where its epoch is over (another
+        node took the supervision while this one was cut off), it steps down: no request or view of it is written again."""
+        beat = 0
+        while not self.done.is_set():
+            beat += 1
+            try:
+                if not succession.renewal(self.job, self.epoch, beat):
+                    print("the supervision moved on (epoch %d claimed): %s steps down" % (self.epoch + 1, self.job.node), flush=True)
+                    self.done.set()
+                    return
+            except OSError:
+                pass  # shared storage away a moment: the next beat is written
+            self.done.wait(succession.BEAT)
 
     def progresses(self) -> list:
         return [p for p in (self.job.of_this_run(self.job.node_path("progress", n)) for n in self.job.members) if p]
@@ -126,9 +162,14 @@ class Supervisor:
         self.job.add_event(event, self.clock())
 
     def request(self, action: str, **details: Any) -> None:
-        """The word every node's runner reads (control request): stop, or restart on the nodes named."""
+        """The word every node's runner reads (control request): stop, or restart on the nodes named; with this
+        supervisor's epoch (a runner ignores the word of an epoch that is over), and never once it is over."""
+        if succession.over(self.job, self.epoch):
+            self.done.set()
+            return
         self.watch.requests += 1
-        self.job.write(records.CONTROL_REQUEST, dict(details, run_id=self.job.run_id, action=action, id=self.watch.requests))
+        self.job.write(records.CONTROL_REQUEST, dict(details, run_id=self.job.run_id, action=action, id=self.watch.requests,
+                                                     epoch=self.epoch))
 
     def act(self, stall: tuple, seconds: float) -> None:
         """A stall: recorded, diagnosed on every node, and acted on as train_on_stall says."""
@@ -445,15 +486,23 @@ class Supervisor:
             self.lost(now)
         note = None if last_step_at else unknown(watch.since, now, float(self.job.conf.stall_floor))
         watch.state, watch.stall_seconds, watch.last_step_at, watch.checked, watch.note = state, seconds, last_step_at, round(now, 3), note
-        self.job.write(records.SUPERVISOR_VIEW, watch.as_dict())
+        if not self.done.is_set():  # a supervisor that stepped down writes no view
+            self.job.write(records.SUPERVISOR_VIEW, watch.as_dict())
         return judged
 
     def run(self, runner_pid: int) -> int:
-        """Until the runner that started it ends, a look every 2 s."""
+        """Until the runner that started it ends, or another node takes the supervision: a look every 2 s, the lease
+        renewed beside."""
         judged = None
-        while _alive(runner_pid):
-            judged = self.check(judged)
-            self.sleep(2)
+        holding = threading.Thread(target=self.hold, daemon=True)
+        holding.start()
+        try:
+            while _alive(runner_pid) and not self.done.is_set():
+                judged = self.check(judged)
+                self.sleep(2)
+        finally:
+            self.done.set()
+            holding.join()
         return 0
 
 
@@ -482,8 +531,8 @@ def wait(job: records.Job, seconds: float, sleep: Callable[[float], object] = ti
         sleep(2)
 
 
-def main(job: records.Job, runner_pid: int) -> int:
+def main(job: records.Job, runner_pid: int, epoch: int = 1, taken_from: str | None = None) -> int:
     """The supervisor's output (each verdict) goes to the job's supervisor log."""
     with open(job.path(records.SUPERVISOR_LOG), "a") as log:
         sys.stdout = log
-        return Supervisor(job).run(runner_pid)
+        return Supervisor(job, epoch=epoch, taken_from=taken_from).run(runner_pid)

@@ -55,6 +55,9 @@ class View:
     checked: float | None = None
     note: str | None = None
     ended: bool = False
+    # Who supervises (succession): the node of the supervisor that wrote this view, and its epoch.
+    holder: str | None = None
+    epoch: int = 1
 
     @classmethod
     def read(cls, data: Any, where: str = "the supervisor's view") -> View:

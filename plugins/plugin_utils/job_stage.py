@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the stage (train_stage) did on each node, as the nodes' reports carry it (the node program's NODE.stage.json):
+one line for status, each node's staged bytes and what it copied at what rate; and the LLaMA-Factory paths the stage
+holds, read from each node's local copy instead of shared storage."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+# LLaMA-Factory's keys that name a model, its data or its tokenized data; the hub is left alone (HF_HUB_OFFLINE,
+# HF_DATASETS_OFFLINE) once the model and the data are both staged.
+PATH_KEYS = ("model_name_or_path", "adapter_name_or_path", "dataset_dir", "tokenized_path")
+
+
+def _size(count: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return "%.3g %s" % (count / scale, unit)
+    return "%d bytes" % count
+
+
+def said(stages: dict[str, dict[str, Any] | None]) -> str | None:
+    """"staged on every node's disk (/var/tmp/trainops-stage/job1), each file checked against one manifest (sha256):
+    node1 1.07 GB (1.07 GB copied at 412 MB/s), node2 1.07 GB (kept: unchanged)"; None where nothing was staged."""
+    found = {node: stage for node, stage in stages.items() if stage}
+    if not found:
+        return None
+    parts = []
+    for node, stage in sorted(found.items()):
+        if stage.get("copied"):
+            rate = " at %s/s" % _size(stage["mb_per_s"] * 1e6) if stage.get("mb_per_s") else ""
+            damaged = "; %d damaged or changed, copied again" % len(stage["damaged"]) if stage.get("damaged") else ""
+            parts.append("%s %s (%s copied%s%s)" % (node, _size(stage["bytes"]), _size(stage["copied"]), rate, damaged))
+        else:
+            parts.append("%s %s (kept: unchanged)" % (node, _size(stage["bytes"])))
+    folders = sorted({str(stage.get("dir")) for stage in found.values()})
+    return "staged on every node's disk (%s), each file checked against one manifest (sha256): %s" % (", ".join(folders), ", ".join(parts))
+
+
+def refused(paths: list[Any], folder: str, shared: str) -> list[str]:
+    """What is wrong with train_stage and train_stage_dir, in the words the playbook says: a path not on shared storage
+    (every node copies from there), a folder not absolute or on shared storage (the copies go to each node's own disk)."""
+    def under(path: str) -> bool:
+        return posixpath.normpath(path).startswith(shared.rstrip("/") + "/")
+    found = []
+    outside = [str(p) for p in paths if not isinstance(p, str) or not p.startswith("/") or not under(p)]
+    if outside:
+        found.append("train_stage holds %s: give paths on shared storage (under %s) that every node reads" % (", ".join(outside), shared))
+    if not folder.startswith("/") or posixpath.normpath(folder) in ("/", posixpath.normpath(shared)) or under(folder):
+        found.append("train_stage_dir is %s: give an absolute folder on each node's own disk, not on shared storage" % folder)
+    return found
+
+
+def llamafactory(config: dict[str, Any], paths: list[str], folder: str) -> dict[str, Any]:
+    """{overrides: {key: its path in the stage}, offline: whether the model and the data are both staged} for a
+    LLaMA-Factory config whose model, adapter, dataset_dir or tokenized_path lies under a staged path."""
+    overrides = {}
+    for key in PATH_KEYS:
+        value = config.get(key)
+        if not isinstance(value, str) or not value.startswith("/"):
+            continue
+        value = posixpath.normpath(value)
+        for path in paths:
+            path = posixpath.normpath(path)
+            if value == path or value.startswith(path.rstrip("/") + "/"):
+                within = posixpath.relpath(value, path)
+                overrides[key] = posixpath.join(folder, posixpath.basename(path), *([within] if within != "." else []))
+                break
+    data = "dataset_dir" in overrides or "tokenized_path" in overrides
+    return {"overrides": overrides, "offline": "model_name_or_path" in overrides and data}

@@ -1,0 +1,118 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The stage (train_stage) in the node program: one manifest from shared storage, each node's local copy checked
+against it, kept when whole (a second start copies nothing), copied again when changed or damaged, refused where it
+cannot fit; the command sees it, and a stop removes it unless kept. Real files, real processes (the node harness)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+from trainops_job import stage
+
+
+def dataset(root: Path) -> tuple[Path, Path]:
+    """A dataset folder of three files (one nested) and a model file, on "shared storage"."""
+    data = root / "shared" / "data"
+    (data / "part").mkdir(parents=True)
+    (data / "a.jsonl").write_bytes(b"a" * 1000)
+    (data / "b.jsonl").write_bytes(os.urandom(5000))
+    (data / "part" / "c.jsonl").write_bytes(b"c" * 10)
+    model = root / "shared" / "model.safetensors"
+    model.write_bytes(os.urandom(3000))
+    return data, model
+
+
+def test_a_second_stage_copies_nothing_and_a_damaged_copy_is_copied_again(tmp_path):
+    data, model = dataset(tmp_path)
+    wanted = stage.manifest([str(data), str(model)])
+    assert sorted(wanted["files"]) == ["data/a.jsonl", "data/b.jsonl", "data/part/c.jsonl", "model.safetensors"]
+    assert wanted["bytes"] == 9010 and wanted["hashed"] == 9010
+    local = tmp_path / "local" / "stage"
+    first = stage.stage(wanted, str(local))
+    assert (first["copied"], first["copied_files"], first["kept"], first["damaged"]) == (9010, 4, 0, [])
+    assert (local / "data" / "part" / "c.jsonl").read_bytes() == b"c" * 10
+    again = stage.stage(wanted, str(local))
+    assert (again["copied"], again["kept"], again["mb_per_s"]) == (0, 9010, None)
+    # A local copy damaged (same size, other bytes) and one cut short: both copied again; a stray file removed.
+    with open(local / "data" / "b.jsonl", "r+b") as handle:
+        handle.write(b"X")
+    (local / "model.safetensors").write_bytes(b"short")
+    (local / "data" / "old.jsonl").write_text("an earlier stage's")
+    fixed = stage.stage(wanted, str(local))
+    assert (fixed["copied"], sorted(fixed["damaged"]), fixed["removed"]) == (8000, ["data/b.jsonl", "model.safetensors"], ["data/old.jsonl"])
+    assert stage.sha256(str(local / "data" / "b.jsonl")) == wanted["files"]["data/b.jsonl"]["sha256"]
+
+
+def test_the_manifest_hashes_only_what_changed(tmp_path):
+    data, model = dataset(tmp_path)
+    first = stage.manifest([str(data), str(model)])
+    assert stage.manifest([str(data), str(model)], first)["hashed"] == 0
+    (data / "a.jsonl").write_bytes(b"b" * 1001)
+    again = stage.manifest([str(data), str(model)], first)
+    assert again["hashed"] == 1001 and again["files"]["data/a.jsonl"]["sha256"] != first["files"]["data/a.jsonl"]["sha256"]
+
+
+def test_what_cannot_be_staged_is_refused_saying_why(tmp_path):
+    data, model = dataset(tmp_path)
+    with pytest.raises(stage.StageError, match="train_stage path .*/nothing does not exist"):
+        stage.manifest([str(data), str(tmp_path / "nothing")])
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "data").mkdir()
+    with pytest.raises(stage.StageError, match="two paths of the same name"):
+        stage.sources([str(data), str(tmp_path / "other" / "data")])
+    wanted = stage.manifest([str(data), str(model)])
+    with pytest.raises(stage.StageError, match=r"the stage needs 8.8 KiB in .*local and 1.0 MiB is free there"):
+        stage.stage(wanted, str(tmp_path / "local"), free=lambda path: 1 << 20)
+    assert not (tmp_path / "local").exists()
+    # A source written while it is staged: its copy is not the manifest's, and is not kept.
+    model.write_bytes(os.urandom(3000))
+    with pytest.raises(stage.StageError, match="changed on shared storage while it was staged"):
+        stage.stage(wanted, str(tmp_path / "local"))
+    assert not (tmp_path / "local" / "model.safetensors").exists()
+
+
+def test_every_node_stages_against_one_manifest_the_command_sees_it_and_a_stop_removes_it(cluster, tmp_path):
+    data, model = dataset(tmp_path)
+    # A trainer that takes key=value arguments (LLaMA-Factory's form): the stage's overrides go on its command line.
+    command = 'sh -c \'echo "stage $TRAINOPS_STAGE_DIR offline ${HF_HUB_OFFLINE:-no} args $*"; ls "$TRAINOPS_STAGE_DIR"; exec sleep 60\' trainer'
+    nodes = cluster(command, nodes=2, stage={"paths": [str(data), str(model)], "dir": "", "keep": False, "offline": True,
+                                             "overrides": {"dataset_dir": "/stage/data"}})
+    for node in nodes:
+        node.write(stage=dict(node.conf["stage"], dir=str(tmp_path / ("disk-" + node.name) / "stage")))
+    # A job's first start: the stage comes before prepare, so no folder of the job yet.
+    shutil.rmtree(nodes[0].conf["job_dir"])
+    made = nodes[0].run("stage-manifest")
+    assert made.returncode == 0 and json.loads(made.stdout) == {"files": 4, "bytes": 9010, "hashed": 9010}, made.stderr
+    for node in nodes:
+        run = node.run("stage")
+        assert run.returncode == 0, run.stderr
+        assert json.loads(run.stdout)["copied"] == 9010
+        assert (Path(node.conf["stage"]["dir"]) / "data" / "a.jsonl").stat().st_uid == os.getuid()
+    assert nodes[1].report()["stage"]["copied"] == 9010 and nodes[1].report()["stage"]["node"] == "node2"
+    again = nodes[1].run("stage")
+    assert json.loads(again.stdout)["copied"] == 0
+    # The command: the stage's folder, the hub left alone, LLaMA-Factory's path read from the stage.
+    node = nodes[1]
+    assert node.run("start").returncode == 0
+    log = wait_for(lambda: "model.safetensors" in node.report()["log"] and node.report()["log"], 20, "the command's output")
+    assert log[:3] == ["stage %s offline 1 args dataset_dir=/stage/data" % node.conf["stage"]["dir"], "data", "model.safetensors"], log
+    stopped = json.loads(node.run("stop").stdout)
+    assert stopped["unstaged"] and not Path(node.conf["stage"]["dir"]).exists()
+    # Kept by choice (train_stage_keep): the next start copies nothing.
+    nodes[0].write(stage=dict(nodes[0].conf["stage"], keep=True))
+    assert json.loads(nodes[0].run("stop").stdout)["unstaged"] is False and Path(nodes[0].conf["stage"]["dir"]).exists()
+
+
+def test_a_stage_without_this_starts_manifest_is_refused_naming_the_node(cluster, tmp_path):
+    [node] = cluster("true", stage={"paths": ["/nothing"], "dir": str(tmp_path / "stage"), "keep": False})
+    run = node.run("stage")
+    assert run.returncode == 1 and run.stderr.startswith("trainops-job: node1: no manifest of this start in "), run.stderr
+    run = node.run("stage-manifest")
+    assert run.returncode == 1 and run.stderr.strip() == "trainops-job: node1: train_stage path /nothing does not exist"
