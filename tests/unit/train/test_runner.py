@@ -61,7 +61,7 @@ def test_a_stop_lets_the_command_end_and_save(cluster):
     assert node.report()["state"] == "running"
     assert node.run("stopping").returncode == 0
     stopped = node.run("stop")
-    assert json.loads(stopped.stdout) == {"ended": [], "left": [], "stopped": True, "running": False}, stopped.stderr
+    assert json.loads(stopped.stdout) == {"ended": [], "left": [], "stopped": True, "running": False, "unstaged": False}, stopped.stderr
     assert (Path(node.conf["checkpoint_dir"]) / "saved-on-sigterm").read_text() == "ok"
     record = node.exit_record()
     assert record["rc"] == 0 and record["stopped_by"] == records.USER_STOP

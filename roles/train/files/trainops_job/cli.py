@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
     except FileNotFoundError:
         # No job of that name was started on this node: nothing to report, stop or sweep.
         if action in ("report", "stop", "stopping", "sweep"):
-            return _printed(report.absent() if action == "report" else {"stopped": False, "running": False, "ended": [], "left": []})
+            return _printed(report.absent() if action == "report" else {"stopped": False, "running": False, "ended": [], "left": [], "unstaged": False})
         print("trainops-job: no job %s on this node (%s/%s.json)" % (name, records.CONF_DIR, name), file=sys.stderr)
         return 2
     return _ACTIONS[action](job, *argv[2:])
