@@ -63,8 +63,8 @@ def diagnoses(case: str) -> dict:
 
 
 # Each case (the README says what the live run was and what its replay asserts).
-CASES = ["checkpoint-bound", "crash-loop", "cut-off", "first-node-lost", "input-bound", "no-ptrace", "node-left-out",
-         "progress-unknown", "scale", "slow-link", "stall-restart-limit", "stopped", "straggler", "succeeded"]
+CASES = ["checkpoint-bound", "crash-loop", "cut-off", "first-node-lost", "first-node-moved", "input-bound", "no-ptrace",
+         "node-left-out", "progress-unknown", "scale", "slow-link", "stall-restart-limit", "stopped", "straggler", "succeeded"]
 # Judged from its diagnoses alone: the nodes' settings of that start were rewritten by the job's next start before the
 # copy was made (README).
 WITHOUT_SETTINGS = {"cut-off"}
@@ -116,6 +116,28 @@ def test_the_first_node_lost_the_others_end_saying_why_and_status_says_so(tmp_pa
         assert status["nodes"][name]["not_restarted"] == "the supervisor is silent"
     # The records collect would copy, told by the nodes that answer.
     assert {"job.json", "node2.log", "node2.exit", "node3.exit"} <= set(status["records"]), status["records"]
+
+
+def test_the_first_node_lost_the_next_takes_the_supervision_and_the_job_goes_on_without_it(tmp_path):
+    """node1, the supervisor's node and the rendezvous master, powered off, no spare, train_min_nodes: 2: node2 took the
+    supervision (epoch 2), named node1 lost and restarted the job on node2 and node3, node2 rank 0 and the master (the
+    live run asserted the rank and that status said `running on 2 of 3 nodes (node1 left out)` with no note). Recorded
+    after the user's stop, told by node2 and node3 alone."""
+    found = kinds("first-node-moved")
+    assert found == ["supervision moved", "failure", "left out", "restart"], found
+    moved = events("first-node-moved")[0]
+    assert (moved["node"], moved["replaces"], moved["epoch"]) == ("node2", "node1", 2), moved
+    [failure] = [e for e in events("first-node-moved") if e["event"] == "failure"]
+    assert failure["first"] == "node1" and failure["lost"] == ["node1"], failure
+    [restart] = [e for e in events("first-node-moved") if e["event"] == "restart"]
+    assert restart["nodes"] == ["node2", "node3"] and restart["world"] == 2, restart
+    status = replayed("first-node-moved", tmp_path)
+    assert [status["nodes"][n]["state"] for n in ("node2", "node3")] == ["stopped", "stopped"], status["nodes"]
+    assert status["nodes"]["node1"]["state"].startswith("left out: unreachable on the training network"), status["nodes"]["node1"]
+    # node2 supervises: no word of a job whose supervisor is gone, though node1 gave no report.
+    assert status["note"] is None and status["first_failed"] is None, status
+    assert status["starts_text"] == ("restarted 1 time: on 3 nodes, then 2 (node1 stopped answering: unreachable on the training "
+                                     "network (timed out) (train_on_failure: restart))"), status["starts_text"]
 
 
 def test_a_node_powered_off_is_left_out_and_the_restart_goes_on_without_it(tmp_path):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,18 +36,18 @@ def test_a_second_stage_copies_nothing_and_a_damaged_copy_is_copied_again(tmp_pa
     wanted = stage.manifest([str(data), str(model)])
     assert sorted(wanted["files"]) == ["data/a.jsonl", "data/b.jsonl", "data/part/c.jsonl", "model.safetensors"]
     assert wanted["bytes"] == 9010 and wanted["hashed"] == 9010
-    local = tmp_path / "local" / "stage"
-    first = stage.stage(wanted, str(local))
+    listed, local = stage.listing([str(data), str(model)]), tmp_path / "local" / "stage"
+    first = stage.stage(listed, str(local), lambda: wanted)
     assert (first["copied"], first["copied_files"], first["kept"], first["damaged"]) == (9010, 4, 0, [])
     assert (local / "data" / "part" / "c.jsonl").read_bytes() == b"c" * 10
-    again = stage.stage(wanted, str(local))
+    again = stage.stage(listed, str(local), lambda: wanted)
     assert (again["copied"], again["kept"], again["mb_per_s"]) == (0, 9010, None)
     # A local copy damaged (same size, other bytes) and one cut short: both copied again; a stray file removed.
     with open(local / "data" / "b.jsonl", "r+b") as handle:
         handle.write(b"X")
     (local / "model.safetensors").write_bytes(b"short")
     (local / "data" / "old.jsonl").write_text("an earlier stage's")
-    fixed = stage.stage(wanted, str(local))
+    fixed = stage.stage(listed, str(local), lambda: wanted)
     assert (fixed["copied"], sorted(fixed["damaged"]), fixed["removed"]) == (8000, ["data/b.jsonl", "model.safetensors"], ["data/old.jsonl"])
     assert stage.sha256(str(local / "data" / "b.jsonl")) == wanted["files"]["data/b.jsonl"]["sha256"]
 
@@ -67,18 +69,22 @@ def test_what_cannot_be_staged_is_refused_saying_why(tmp_path):
     (tmp_path / "other" / "data").mkdir()
     with pytest.raises(stage.StageError, match="two paths of the same name"):
         stage.sources([str(data), str(tmp_path / "other" / "data")])
-    wanted = stage.manifest([str(data), str(model)])
+    wanted, listed = stage.manifest([str(data), str(model)]), stage.listing([str(data), str(model)])
     with pytest.raises(stage.StageError, match=r"the stage needs 8.8 KiB in .*local and 1.0 MiB is free there"):
-        stage.stage(wanted, str(tmp_path / "local"), free=lambda path: 1 << 20)
+        stage.stage(listed, str(tmp_path / "local"), lambda: wanted, free=lambda path: 1 << 20)
     assert not (tmp_path / "local").exists()
     # A source written while it is staged: its copy is not the manifest's, and is not kept.
     model.write_bytes(os.urandom(3000))
     with pytest.raises(stage.StageError, match="changed on shared storage while it was staged"):
-        stage.stage(wanted, str(tmp_path / "local"))
+        stage.stage(listed, str(tmp_path / "local"), lambda: wanted)
     assert not (tmp_path / "local" / "model.safetensors").exists()
+    # A file added meanwhile: the manifest and this node's listing differ.
+    (data / "d.jsonl").write_text("new")
+    with pytest.raises(stage.StageError, match=r"changed while they were staged \(5 listed here, 4 in the manifest\)"):
+        stage.stage(stage.listing([str(data), str(model)]), str(tmp_path / "local"), lambda: wanted)
 
 
-def test_every_node_stages_against_one_manifest_the_command_sees_it_and_a_stop_removes_it(cluster, tmp_path):
+def test_every_node_stages_against_the_first_nodes_manifest_the_command_sees_it_and_a_stop_removes_it(cluster, tmp_path):
     data, model = dataset(tmp_path)
     # A trainer that takes key=value arguments (LLaMA-Factory's form): the stage's overrides go on its command line.
     command = 'sh -c \'echo "stage $TRAINOPS_STAGE_DIR offline ${HF_HUB_OFFLINE:-no} args $*"; ls "$TRAINOPS_STAGE_DIR"; exec sleep 60\' trainer'
@@ -88,12 +94,14 @@ def test_every_node_stages_against_one_manifest_the_command_sees_it_and_a_stop_r
         node.write(stage=dict(node.conf["stage"], dir=str(tmp_path / ("disk-" + node.name) / "stage")))
     # A job's first start: the stage comes before prepare, so no folder of the job yet.
     shutil.rmtree(nodes[0].conf["job_dir"])
-    made = nodes[0].run("stage-manifest")
-    assert made.returncode == 0 and json.loads(made.stdout) == {"files": 4, "bytes": 9010, "hashed": 9010}, made.stderr
+    # node2 first: it copies, then waits for the manifest that node1 makes beside its own copies.
+    waiting = subprocess.Popen([sys.executable, "-m", "trainops_job", "stage", "j1"], env=nodes[1].env, stdout=subprocess.PIPE, text=True)
+    run = nodes[0].run("stage")
+    assert run.returncode == 0 and json.loads(run.stdout)["copied"] == 9010, run.stderr
+    assert waiting.wait(timeout=30) == 0 and json.loads(waiting.stdout.read())["copied"] == 9010
+    manifest = json.loads((Path(nodes[0].conf["job_dir"]) / "stage-manifest.json").read_text())
+    assert (len(manifest["files"]), manifest["bytes"], manifest["hashed"]) == (4, 9010, 9010)
     for node in nodes:
-        run = node.run("stage")
-        assert run.returncode == 0, run.stderr
-        assert json.loads(run.stdout)["copied"] == 9010
         assert (Path(node.conf["stage"]["dir"]) / "data" / "a.jsonl").stat().st_uid == os.getuid()
     assert nodes[1].report()["stage"]["copied"] == 9010 and nodes[1].report()["stage"]["node"] == "node2"
     again = nodes[1].run("stage")
@@ -110,9 +118,12 @@ def test_every_node_stages_against_one_manifest_the_command_sees_it_and_a_stop_r
     assert json.loads(nodes[0].run("stop").stdout)["unstaged"] is False and Path(nodes[0].conf["stage"]["dir"]).exists()
 
 
-def test_a_stage_without_this_starts_manifest_is_refused_naming_the_node(cluster, tmp_path):
-    [node] = cluster("true", stage={"paths": ["/nothing"], "dir": str(tmp_path / "stage"), "keep": False})
-    run = node.run("stage")
-    assert run.returncode == 1 and run.stderr.startswith("trainops-job: node1: no manifest of this start in "), run.stderr
-    run = node.run("stage-manifest")
-    assert run.returncode == 1 and run.stderr.strip() == "trainops-job: node1: train_stage path /nothing does not exist"
+def test_a_path_that_is_not_there_is_refused_on_every_node_naming_it(cluster, tmp_path):
+    """The first node cannot make the manifest: it says why, and a node waiting for the manifest says it too at once."""
+    nodes = cluster("true", nodes=2, stage={"paths": ["/nothing"], "dir": str(tmp_path / "stage"), "keep": False, "timeout": 30})
+    run = nodes[0].run("stage")
+    assert run.returncode == 1 and run.stderr.strip() == "trainops-job: node1: train_stage path /nothing does not exist", run.stderr
+    nodes[1].write(stage=dict(nodes[1].conf["stage"], paths=[str(tmp_path)]))  # a path node2 finds: it waits for node1's
+    run = nodes[1].run("stage")
+    assert run.returncode == 1 and run.stderr.strip() == ("trainops-job: node2: the first node could not make the stage's manifest: "
+                                                          "node1: train_stage path /nothing does not exist"), run.stderr

@@ -75,8 +75,11 @@ def test_the_first_node_powered_off_the_next_takes_the_supervision_and_goes_on_w
         run, report = status("headless")
         assert report["verdict"] == "running on 2 of 3 nodes (node1 left out)", report["verdict"]
         assert report["note"] is None, report["note"]
+        # Stopped (from node2 and node3: ansible-playbook's rc 4, node1 unreachable), recorded, then collected from node2,
+        # each file checked by sha256 (a running job's files would change while copied).
+        run = train("-e", "train_job=headless", "-e", "train_action=stop")
+        assert run.returncode == 4 and "job headless: stopped" in run.stdout, run.stdout[-3000:]
         record("headless", "first-node-moved", unreachable=["node1"])
-        # collect goes on from node2 (ansible-playbook's rc 4: node1 unreachable), each file checked by sha256.
         run = train("-e", "train_job=headless", "-e", "train_action=collect")
         assert run.returncode == 4 and "each verified by sha256 on the node and at the destination" in run.stdout, run.stdout[-3000:]
         dest, job_dir = INVENTORY.parent / "reports" / "collected" / "headless", SHARED / "jobs" / "headless"

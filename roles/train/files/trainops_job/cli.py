@@ -4,8 +4,8 @@
 """trainops-job ACTION NAME [ARG]: this node's part of job NAME (settings: /etc/trainops/jobs/NAME.json).
 
 As root (train.yml, systemd's unit, Slurm's task):
-  stage-manifest NAME   before the start, on the first node: the stage's manifest (train_stage), in the job's folder; JSON
-  stage NAME            before the start, on every node: the stage copied to local disk and checked; JSON
+  stage NAME            before the start, on every node: the stage (train_stage) copied to local disk and checked against
+                        the manifest the first node makes meanwhile; JSON
   prepare NAME          before the start: the job's folder, this node's old records gone, the job record (first node)
   run NAME              the job's process: the command, its log, fail fast, the supervisor's requests, the exit record
   start NAME            run NAME detached from the caller (a node without systemd)
@@ -61,10 +61,10 @@ def _run(job: records.Job) -> int:
         raise
 
 
-def _staged(action: Callable[[records.Job], dict], job: records.Job) -> int:
-    """A stage action's result as JSON; what makes it impossible on stderr, naming this node, and exit status 1."""
+def _stage(job: records.Job) -> int:
+    """The stage's result as JSON; what makes it impossible on stderr, naming this node, and exit status 1."""
     try:
-        return _printed(action(job))
+        return _printed(stage.stage_here(job))
     except (stage.StageError, OSError) as exc:
         print("trainops-job: %s: %s" % (job.node, exc), file=sys.stderr)
         return 1
@@ -87,8 +87,7 @@ def _stop_local(job: records.Job, by: str, attempt: str) -> int:
 
 # Each action: what it does with the job (and its one argument, where it takes one), and its exit status.
 _ACTIONS: dict[str, Callable[..., int]] = {
-    "stage-manifest": lambda job: _staged(stage.make_manifest, job),
-    "stage": lambda job: _staged(stage.stage_here, job),
+    "stage": _stage,
     "prepare": _prepare,
     "run": _run,
     "start": lifecycle.start,

@@ -70,7 +70,8 @@ class Settings:
     # overrides: the command takes LLaMA-Factory's key=value arguments}).
     batch: dict[str, Any] = field(default_factory=dict)
     # The stage (train_stage): {paths on shared storage, dir (each node's local copy), keep (after a stop), offline (the
-    # command's model and data all staged: no rank goes to the hub), overrides ({key: local path} for LLaMA-Factory)}.
+    # command's model and data all staged: no rank goes to the hub), overrides ({key: local path} for LLaMA-Factory),
+    # timeout (seconds a node waits for the first node's manifest)}.
     stage: dict[str, Any] = field(default_factory=dict)
     # train_action=scale's plan ({sizes, warmup, steps, timeout, samples_per_rank}), None for any other start.
     scale: dict[str, Any] | None = None
