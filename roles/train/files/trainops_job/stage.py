@@ -114,7 +114,7 @@ def stage(listed: dict[str, tuple[str, int]], folder: str, manifest_of: Callable
     StageError where the copies cannot fit or a file changed on shared storage while it was staged."""
     started = clock()
     local = {name: os.path.join(folder, name) for name in listed}
-    copy = [n for n, (_, size) in sorted(listed.items()) if not (os.path.isfile(local[n]) and os.path.getsize(local[n]) == size)]
+    copy = [n for n in sorted(listed) if not (os.path.isfile(local[n]) and os.path.getsize(local[n]) == listed[n][1])]
     damaged = [n for n in copy if os.path.exists(local[n])]
     needed = sum(listed[n][1] for n in copy)
     room = free(folder)
