@@ -48,7 +48,7 @@ def train_staged(outputs):
 
 
 def llamafactory_stage(config, paths, folder):
-    return job_stage.llamafactory(dict(config or {}), list(paths or []), str(folder))
+    return llamafactory.stage_overrides(dict(config or {}), list(paths or []), str(folder))
 
 
 def llamafactory_paths(config):

@@ -2,17 +2,13 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the stage (train_stage) did on each node, as the nodes' reports carry it (the node program's NODE.stage.json):
-one line for status, each node's staged bytes and what it copied at what rate; and the LLaMA-Factory paths the stage
-holds, read from each node's local copy instead of shared storage."""
+one line for status, each node's staged bytes and what it copied at what rate; and what is wrong with train_stage and
+train_stage_dir. (The LLaMA-Factory paths read from the stage: llamafactory.stage_overrides.)"""
 
 from __future__ import annotations
 
 import posixpath
 from typing import Any
-
-# LLaMA-Factory's keys that name a model, its data or its tokenized data; the hub is left alone (HF_HUB_OFFLINE,
-# HF_DATASETS_OFFLINE) once the model and the data are both staged.
-PATH_KEYS = ("model_name_or_path", "adapter_name_or_path", "dataset_dir", "tokenized_path")
 
 
 def _size(count: float) -> str:
@@ -52,22 +48,3 @@ def refused(paths: list[Any], folder: str, shared: str) -> list[str]:
     if not folder.startswith("/") or posixpath.normpath(folder) in ("/", posixpath.normpath(shared)) or under(folder):
         found.append("train_stage_dir is %s: give an absolute folder on each node's own disk, not on shared storage" % folder)
     return found
-
-
-def llamafactory(config: dict[str, Any], paths: list[str], folder: str) -> dict[str, Any]:
-    """{overrides: {key: its path in the stage}, offline: whether the model and the data are both staged} for a
-    LLaMA-Factory config whose model, adapter, dataset_dir or tokenized_path lies under a staged path."""
-    overrides = {}
-    for key in PATH_KEYS:
-        value = config.get(key)
-        if not isinstance(value, str) or not value.startswith("/"):
-            continue
-        value = posixpath.normpath(value)
-        for path in paths:
-            path = posixpath.normpath(path)
-            if value == path or value.startswith(path.rstrip("/") + "/"):
-                within = posixpath.relpath(value, path)
-                overrides[key] = posixpath.join(folder, posixpath.basename(path), *([within] if within != "." else []))
-                break
-    data = "dataset_dir" in overrides or "tokenized_path" in overrides
-    return {"overrides": overrides, "offline": "model_name_or_path" in overrides and data}

@@ -30,6 +30,24 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+def stage_overrides(config: dict[str, Any], paths: list[str], folder: str) -> dict[str, Any]:
+    """{overrides: {key: its path in the stage}, offline: whether the model and the data are both staged} for a config
+    whose PATH_KEYS lie under a path of train_stage (folder: train_stage_dir, a folder staged under its own name). With
+    the model and the data (dataset_dir or tokenized_path) staged, the hub is left alone (HF_HUB_OFFLINE,
+    HF_DATASETS_OFFLINE)."""
+    overrides = {}
+    for key in PATH_KEYS:
+        value = config.get(key)
+        if not isinstance(value, str) or not value.startswith("/"):
+            continue
+        path = next((posixpath.normpath(p) for p in paths if _under(value, p)), None)
+        if path is not None:
+            within = posixpath.relpath(posixpath.normpath(value), path)
+            overrides[key] = posixpath.join(folder, posixpath.basename(path), *([within] if within != "." else []))
+    data = "dataset_dir" in overrides or "tokenized_path" in overrides
+    return {"overrides": overrides, "offline": "model_name_or_path" in overrides and data}
+
+
 def samples_per_rank(config: dict) -> int | None:
     """The samples each rank takes per optimizer step: per_device_train_batch_size x gradient_accumulation_steps (1 by
     default, as the Trainer's); None without a batch."""

@@ -60,7 +60,7 @@ def report(job: records.Job, clock: Callable[[], float] = time.time) -> dict:
     kinds = {name: records.record_kind(name, job.members) for name in _listing(job.dir)}
     out.update(job=record if (record or {}).get("run_id") == job.run_id else None, dir=job.dir,
                supervisor=job.of_this_run(records.SUPERVISOR_VIEW), records={n: k for n, k in sorted(kinds.items()) if k})
-    if (succession.lease(job).get("holder") or job.nodes[0]) == job.node:
+    if succession.holder(job, succession.lease(job)) == job.node:
         out["checkpoints"] = checkpoints(job)
     return out
 

@@ -272,7 +272,7 @@ class Runner:
         found, view = self.succession.look(), job.of_this_run(records.SUPERVISOR_VIEW) or {}
         if not self.succession.due(found, view):
             return found, view
-        holder, epoch = found.get("holder") or job.nodes[0], self.succession.claimed + 1
+        holder, epoch = succession.holder(job, found), self.succession.claimed + 1
         if succession.claim(job, epoch):
             job.write_text(job.node_path("log"), "trainops-job: the supervisor on %s silent for %d s: %s takes the supervision "
                            "(epoch %d)\n" % (holder, self.succession.silent(), job.node, epoch), "a")
@@ -297,7 +297,7 @@ class Runner:
         supervisor.terminate()
         supervisor.wait()
         found = succession.lease(job)
-        if (found.get("holder") or job.nodes[0]) != job.node or succession.over(job, int(found.get("epoch") or 1)):
+        if succession.holder(job, found) != job.node or succession.over(job, int(found.get("epoch") or 1)):
             return
         if (job.exit_record() or {}).get("stopped_by") == records.LEFT_OUT:
             job.write(records.LEASE, dict(found, released=True))
@@ -376,7 +376,7 @@ class Runner:
                 return request
             looked = self._supervise()
             if looked and self.succession.abandoned(*looked):
-                holder = looked[0].get("holder") or self.job.nodes[0]
+                holder = succession.holder(self.job, looked[0])
                 self.job.write_text(self.job.node_path("log"), "trainops-job: no node took the supervision from %s (its lease "
                                     "silent for %d s): no restart will come\n" % (holder, self.succession.silent()), "a")
                 return {"action": "lost"}

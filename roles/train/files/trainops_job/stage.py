@@ -81,17 +81,6 @@ def manifest(paths: list[str], previous: dict | None = None) -> dict:
     return {"files": files, "bytes": sum(f["size"] for f in files.values()), "hashed": hashed}
 
 
-def _copy(source: str, dest: str) -> str:
-    """source to dest (through a temporary name: a copy cut short is never taken for a whole one); the sha256 of the copy
-    as this node's disk holds it. The kernel copies (shutil: sendfile, copy_file_range), then the copy is read back to
-    hash it: on the molecule nodes a Python read-write-hash loop took 3.2 s a GiB, this 1.3 s, rsync 1.9 s."""
-    tmp = dest + ".trainops-part"
-    shutil.copyfile(source, tmp)
-    digest = sha256(tmp)
-    os.replace(tmp, dest)
-    return digest
-
-
 def _free(path: str) -> int:
     """Bytes free for an unprivileged user on the file system that holds path (or would: its nearest existing parent)."""
     while not os.path.exists(path):
@@ -147,9 +136,15 @@ def stage(listed: dict[str, tuple[str, int]], folder: str, manifest_of: Callable
 
 
 def _copy_to(source: str, dest: str, folder: str, owner: tuple[int, int] | None) -> str:
-    """One file copied into the stage (its folders made, all given to owner); the copy's sha256."""
+    """One file copied into the stage (its folders made, all given to owner), through a temporary name (a copy cut short
+    is never taken for a whole one); the sha256 of the copy as this node's disk holds it. The kernel copies (shutil:
+    sendfile, copy_file_range), then the copy is read back to hash it: on the molecule nodes a Python read-write-hash
+    loop took 3.2 s a GiB, this 1.3 s, rsync 1.9 s."""
     _makedirs(folder, os.path.dirname(dest), owner)
-    digest = _copy(source, dest)
+    tmp = dest + ".trainops-part"
+    shutil.copyfile(source, tmp)
+    digest = sha256(tmp)
+    os.replace(tmp, dest)
     if owner:
         os.chown(dest, *owner)
     return digest

@@ -34,6 +34,11 @@ def lease(job: records.Job) -> dict:
     return job.of_this_run(records.LEASE) or {}
 
 
+def holder(job: records.Job, found: dict) -> str:
+    """The node that holds the supervision as a lease says: the first node's until its supervisor has written one."""
+    return str(found.get("holder") or job.nodes[0])
+
+
 def claim_path(job: records.Job, epoch: int) -> str:
     return job.path("%s%s-%d" % (records.CLAIM_PREFIX, job.run_id, epoch))
 
@@ -103,7 +108,7 @@ class Watch:
     def turn(self, found: dict, view: dict) -> float | None:
         """Seconds of the holder's silence after which this node takes the supervision: train_supervisor_silence (none
         where the holder released it), then STAGGER for each node before this one; None where it is not among them."""
-        nodes = order(self.job, view, found.get("holder") or self.job.nodes[0])
+        nodes = order(self.job, view, holder(self.job, found))
         if self.job.node not in nodes:
             return None
         wait = 0.0 if found.get("released") else float(self.job.conf.supervisor_silence)
@@ -116,7 +121,7 @@ class Watch:
 
     def abandoned(self, found: dict, view: dict) -> bool:
         """Whether no node took the supervision in every node's turn and a silence more: no restart can come."""
-        nodes = order(self.job, view, found.get("holder") or self.job.nodes[0])
+        nodes = order(self.job, view, holder(self.job, found))
         return self.silent() > 2 * float(self.job.conf.supervisor_silence) + STAGGER * len(nodes)
 
 

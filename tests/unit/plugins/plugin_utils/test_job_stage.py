@@ -7,7 +7,7 @@ and the hub left alone once model and data are staged; train_stage and train_sta
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.plugin_utils import job_stage
+from ansible_collections.trainops.cluster.plugins.plugin_utils import job_stage, llamafactory
 
 COPIED = {"dir": "/var/tmp/trainops-stage/j1", "files": 4, "bytes": 1073741824, "copied": 1073741824, "copied_files": 4,
           "kept": 0, "damaged": [], "removed": [], "seconds": 2.6, "mb_per_s": 412.9}
@@ -25,12 +25,12 @@ def test_status_says_each_nodes_staged_bytes_and_rate():
 def test_a_llamafactory_configs_paths_are_read_from_the_stage():
     config = {"model_name_or_path": "/mnt/shared/models/qwen", "dataset_dir": "/mnt/shared/data", "tokenized_path": "/mnt/shared/tok/q",
               "output_dir": "/mnt/shared/out"}
-    found = job_stage.llamafactory(config, ["/mnt/shared/models/qwen/", "/mnt/shared/data"], "/var/tmp/stage")
+    found = llamafactory.stage_overrides(config, ["/mnt/shared/models/qwen/", "/mnt/shared/data"], "/var/tmp/stage")
     assert found == {"overrides": {"model_name_or_path": "/var/tmp/stage/qwen", "dataset_dir": "/var/tmp/stage/data"}, "offline": True}
     # The data alone staged: the model still comes from the hub or shared storage, and the hub is not cut off.
-    assert job_stage.llamafactory(config, ["/mnt/shared/tok"], "/s") == {"overrides": {"tokenized_path": "/s/tok/q"}, "offline": False}
+    assert llamafactory.stage_overrides(config, ["/mnt/shared/tok"], "/s") == {"overrides": {"tokenized_path": "/s/tok/q"}, "offline": False}
     hub = dict(config, model_name_or_path="Qwen/Qwen2-0.5B")
-    assert job_stage.llamafactory(hub, ["/mnt/shared/data"], "/s")["offline"] is False
+    assert llamafactory.stage_overrides(hub, ["/mnt/shared/data"], "/s")["offline"] is False
 
 
 def test_a_stage_off_shared_storage_or_into_it_is_refused_naming_the_variable():
