@@ -15,8 +15,8 @@ MASTER = "%s:29500" % HOSTVARS["node1"]["cluster_ip"]
 RUNG = ["--tags", "torchrun", "-e", "torchrun_train=false"]
 
 
-def verdicts():
-    return {v["rung"]: v for v in json.loads(REPORT.read_text())}
+def verdicts(report=REPORT):
+    return {v["rung"]: v for v in json.loads(report.read_text())}
 
 
 def test_rendezvous_across_every_node_through_the_image(node):
@@ -45,21 +45,16 @@ def test_training_run_learns_checkpoints_and_resumes(node):
     assert node("node3").file("/mnt/shared/trainops/torchrun").exists
 
 
-def test_a_dropped_master_port_is_named_within_the_limit(master_port_dropped, assert_nothing_left):
+def test_a_dropped_master_port_is_named_within_the_limit(master_port_dropped, assert_nothing_left, tmp_path):
+    # Reports of its own: the scenario's stay those of the healthy cluster (its page, the acceptance record).
     with master_port_dropped("node3"):
         start = time.monotonic()
-        run = playbook("verify.yml", *RUNG)
+        run = playbook("verify.yml", *RUNG, "-e", "cluster_report_dir=%s" % tmp_path)
         seconds = time.monotonic() - start
     assert run.returncode != 0
-    reasons = verdicts()["torchrun"]["reasons"]
+    reasons = verdicts(tmp_path / "torchrun.json")["torchrun"]["reasons"]
     assert "node3 never reached %s (MASTER_ADDR:MASTER_PORT): timed out" % MASTER in reasons, reasons
     assert any(r.startswith("no worker started within the rendezvous limit") for r in reasons), reasons
     assert "node3 never reached" in run.stdout
     timed("torchrun rung names a blocked master port", seconds, 180)
     assert_nothing_left()
-
-
-def test_the_rung_passes_again_after_the_faults():
-    run = playbook("verify.yml", *RUNG)
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert verdicts()["torchrun"]["passed"]
