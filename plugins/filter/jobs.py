@@ -31,8 +31,8 @@ def train_status(nodes, reports, addresses, queue=None, unreachable=None, ladder
                        dict(queue) if queue else None, list(unreachable or []), _json(ladder) if isinstance(ladder, str) else ladder)
 
 
-def llamafactory_resume(config, resume, command):
-    return llamafactory.resume_argument(dict(config), dict(resume), str(command))
+def llamafactory_resume(config, command):
+    return llamafactory.resume_pinned(dict(config), str(command))
 
 
 def llamafactory_batch(config):
@@ -86,6 +86,16 @@ def llamafactory_space(config, mounts, model_files, assessment):
     return {"findings": [finding] if finding else [], "notes": [note] if note else []}
 
 
+def llamafactory_restart_notes(config, deepspeed_b64, shrinks):
+    """The config's DeepSpeed config as M(ansible.builtin.slurp) read it (skipped: no DeepSpeed config), judged."""
+    content = (deepspeed_b64 or {}).get("content")
+    try:
+        deepspeed = json.loads(base64.b64decode(content).decode("utf-8")) if content else None
+    except ValueError:
+        deepspeed = None  # the Trainer's own load names a broken file; nothing to warn about here
+    return llamafactory.restart_notes(dict(config), deepspeed if isinstance(deepspeed, dict) else None, bool(shrinks))
+
+
 def llamafactory_memory(config, model_files, launch_env_b64, meminfo):
     ranks = {node: _ranks(text) for node, text in dict(launch_env_b64).items()}
     available = {node: meminfo_available(base64.b64decode((result or {}).get("content") or "").decode("utf-8", "replace"))
@@ -100,5 +110,6 @@ class FilterModule:
                 "llamafactory_batch": llamafactory_batch, "llamafactory_resume": llamafactory_resume,
                 "llamafactory_findings": llamafactory_findings, "train_checkpoints": train_checkpoints,
                 "llamafactory_space": llamafactory_space, "llamafactory_memory": llamafactory_memory,
+                "llamafactory_restart_notes": llamafactory_restart_notes,
                 "llamafactory_stage": llamafactory_stage, "train_staged": train_staged,
                 "train_stage_refused": train_stage_refused}

@@ -99,13 +99,15 @@ def saves(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(found.values(), key=lambda save: save["step"])
 
 
-def assess(entries: list[dict[str, Any]], world_size: int) -> dict[str, Any]:
+def assess(entries: list[dict[str, Any]], world_size: int | list[int]) -> dict[str, Any]:
     """The checkpoints in one directory, judged.
 
     entries: [{path, size}] of the files under the checkpoint directory, paths relative to it (as find lists them);
-    world_size: the job's ranks (NNODES x NPROC_PER_NODE). Returns {latest: name or None, step, size (bytes of the latest),
-    complete: [names], incomplete: {name: [reason]}}.
+    world_size: the job's ranks (NNODES x NPROC_PER_NODE), or those of each start of the job, the first start's first (a
+    restart on fewer nodes writes fewer ranks' files: whole for its own size; the reasons said are the first size's).
+    Returns {latest: name or None, step, size (bytes of the latest), complete: [names], incomplete: {name: [reason]}}.
     """
+    sizes = [world_size] if isinstance(world_size, int) else list(world_size)
     ddp: dict[int, list[dict[str, Any]]] = {}
     hf: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for entry in entries:
@@ -125,7 +127,9 @@ def assess(entries: list[dict[str, Any]], world_size: int) -> dict[str, Any]:
         else:
             found[name + ".tmp"] = (step, 0, ["a save that did not finish (only %s.tmp)" % name])
     for (step, name), files in hf.items():
-        found[name] = (step, sum(f["size"] for f in files), _hf_problems([f["path"] for f in files], world_size))
+        paths = [f["path"] for f in files]
+        problems = _hf_problems(paths, sizes[0])
+        found[name] = (step, sum(f["size"] for f in files), [] if any(not _hf_problems(paths, n) for n in sizes[1:]) else problems)
     complete = sorted((n for n, (s, dummy, p) in found.items() if not p), key=lambda n: found[n][0])
     latest = complete[-1] if complete else None
     # Only a checkpoint newer than the one resumed from is a loss worth naming; older broken ones are history.

@@ -38,6 +38,8 @@ class Event(Word):
     SPARE_JOINED = "spare joined"
     SPARE_UNFIT = "spare unfit"
     TOO_FEW_NODES = "too few nodes"
+    # The newest checkpoint converted to DeepSpeed's universal one for a restart at another world size (convert.py).
+    CHECKPOINT_CONVERTED = "checkpoint converted"
     CHECKPOINT_UNFIT = "checkpoint unfit"
     RESTART_LIMIT = "restart limit"
     CRASH_LOOP = "crash loop"

@@ -354,18 +354,19 @@ def batch_said(steps: int, change: float) -> str:
 
 
 def starts_text(found: list) -> str | None:
-    """"restarted 2 times: on 3 nodes, then 3 (node2 failed), then 2 (a stall at step 40; accumulation 12: the global batch
-    kept)", where it was restarted."""
+    """"restarted 2 times: on 3 nodes, then 3 (node2 failed), then 2 (a stall at step 40; checkpoint-40 converted to
+    DeepSpeed's universal checkpoint in 12.7 s; accumulation 12: the global batch kept)", where it was restarted."""
     if len(found) < 2:
         return None
     return "restarted %d time%s: on %d nodes, then %s" % (
         len(found) - 1, "" if len(found) == 2 else "s", len(found[0]["nodes"]),
-        ", then ".join("%d (%s%s)" % (len(s["nodes"]), s["why"], "; " + s["batch"] if s.get("batch") else "") for s in found[1:]))
+        ", then ".join("%d (%s)" % (len(s["nodes"]), "; ".join([str(s["why"])] + [s[k] for k in ("converted", "batch") if s.get(k)]))
+                       for s in found[1:]))
 
 
 def starts(record: dict | None, events: list) -> list:
     """Each start of the job's command, with its nodes (its world size): the first, then every restart's, with its batch
-    where train_keep_global_batch kept it (batch_said)."""
+    where train_keep_global_batch kept it (batch_said) and its checkpoint's conversion where it was converted."""
     if record is None:
         return []
     found = [{"attempt": 0, "nodes": record.get("nodes") or [], "why": "start"}]
@@ -373,4 +374,6 @@ def starts(record: dict | None, events: list) -> list:
         found.append({"attempt": event.get("attempt"), "nodes": event.get("nodes") or found[-1]["nodes"], "why": event.get("why")})
         if event.get("accumulation"):
             found[-1]["batch"] = batch_said(event["accumulation"], event.get("batch_change") or 0.0)
+        if event.get("converted"):
+            found[-1]["converted"] = event["converted"]
     return found

@@ -194,10 +194,23 @@ def host_memory(config: dict[str, Any], model_bytes: int | None, ranks: dict[str
     return findings, ("host memory at load not judged on %s: MemAvailable unread" % ", ".join(unread)) if unread else None
 
 
-def resume_argument(config: dict[str, Any], resume: dict[str, Any], command: str) -> str:
-    """What a start adds to LLaMA-Factory's command so that it resumes from the newest complete checkpoint (the Trainer
-    on its own takes the highest-numbered one, complete or not): " resume_from_checkpoint=<dir>/<latest>", or "" where
-    there is none or the command or config names one already."""
-    if not resume.get("latest") or "resume_from_checkpoint" in command or "resume_from_checkpoint" in config:
-        return ""
-    return " resume_from_checkpoint=%s/%s" % (resume["dir"], resume["latest"])
+def restart_notes(config: dict[str, Any], deepspeed: dict[str, Any] | None, shrinks: bool) -> list[str]:
+    """What a restart on fewer nodes could not do with the checkpoints of this config's DeepSpeed config (its parsed JSON,
+    None where it has none): [warning]. ZeRO-1/2 with round_robin_gradients (LLaMA-Factory's example ZeRO-2 config sets
+    it) writes shards that DeepSpeed's universal conversion gets wrong at another world size (measured on the GPU test
+    machine: a LoRA resumed on 2 of 3 ranks at the loss of its first steps), so such a restart stops instead; shrinks:
+    a restart may go on with fewer nodes (train_min_nodes below the world)."""
+    zero = (deepspeed or {}).get("zero_optimization") or {}
+    stage = zero.get("stage")
+    if not shrinks or str(stage) not in ("1", "2") or zero.get("round_robin_gradients") not in (True, "true"):
+        return []
+    return ["%s sets round_robin_gradients: a restart on fewer nodes (train_min_nodes) cannot convert its ZeRO-%s checkpoints "
+            "to DeepSpeed's universal checkpoint (the conversion does not keep round robin's order of the parameters) and "
+            "stops the job instead; set it false" % (config.get("deepspeed"), stage)]
+
+
+def resume_pinned(config: dict[str, Any], command: str) -> bool:
+    """Whether each start and restart of a LLaMA-Factory job adds resume_from_checkpoint=<dir>/<newest complete> to its
+    command (the node program, where there is one): the Trainer on its own takes the highest-numbered checkpoint, complete
+    or not. Not where the command or the config names one already."""
+    return "resume_from_checkpoint" not in command and "resume_from_checkpoint" not in config

@@ -27,7 +27,7 @@ QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
 def defined():
     """What records.py defines: the folder's file names, the node files' suffixes, the stop reasons and the states."""
     names = [records.JOB_RECORD, records.SUPERVISOR_VIEW, records.STALL_REQUEST, records.CONTROL_REQUEST, records.SUPERVISOR_LOG,
-             records.FLIGHT_RECORDER, records.LEASE, records.CLAIM_PREFIX, records.STAGE_MANIFEST]
+             records.FLIGHT_RECORDER, records.LEASE, records.CLAIM_PREFIX, records.STAGE_MANIFEST, records.UNIVERSAL_CONFIG]
     suffixes = [pattern.replace("%s", "") for pattern in records.NODE_FILES.values()]
     states = [records.NOT_STARTED, records.LOST, records.state({"rc": 0}, False), records.state({"rc": 1, "stopped_by": records.STALL_STOP}, False)]
     reasons = [records.USER_STOP, records.STALL_STOP, records.LEFT_OUT, records.NOT_NEEDED, records.SCALED]
@@ -63,7 +63,7 @@ def spelled(words, suffixes, found):
 
 def test_each_file_state_and_stop_reason_is_defined_in_records_alone():
     words, suffixes = defined()
-    assert len(words) + len(suffixes) == 28 and all(words + suffixes)
+    assert len(words) + len(suffixes) == 29 and all(words + suffixes)
     assert [(str(path.relative_to(ROOT)), text) for path, text in literals() if spelled(words, suffixes, text)] == []
 
 

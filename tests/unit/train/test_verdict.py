@@ -168,9 +168,13 @@ class Waited(Probed):
         return {node: answers.get(node) for node in nodes}
 
 
+# The conversion off (train_checkpoint_convert empty): tests/unit/train/test_convert.py has the job that converts.
+NO_CONVERSION = {"command": ""}
+
+
 def test_a_restart_on_fewer_nodes_than_its_deepspeed_checkpoint_needs_is_refused_saying_why(tmp_path):
     deepspeed_checkpoint(tmp_path / "out", 200, 3)
-    job = stalled_job(tmp_path, min_nodes=2, max_auto_restarts=3, resume={"dir": str(tmp_path / "out"), "world": 3})
+    job = stalled_job(tmp_path, min_nodes=2, max_auto_restarts=3, resume={"dir": str(tmp_path / "out"), "world": 3}, convert=NO_CONVERSION)
     Waited.turns = [{"node3": "unreachable on the training network (timed out)"}]
     watching = Waited(job)
     watching.restart("node3 failed first (train_on_failure: restart)")
@@ -178,12 +182,14 @@ def test_a_restart_on_fewer_nodes_than_its_deepspeed_checkpoint_needs_is_refused
     assert [e["event"] for e in events] == ["left out", "checkpoint unfit", "stop"]
     assert events[-1]["why"].startswith("checkpoint-200 holds DeepSpeed ZeRO-1/2 shards of 3 data-parallel ranks; 2 ranks "
                                         "(2 data-parallel) cannot load them: convert it with DeepSpeed's ds_to_universal")
+    assert events[-1]["why"].endswith("; not converted: train_checkpoint_convert is empty")
     assert json.loads((tmp_path / "control.json").read_text())["action"] == "stop" and watching.now == 1000.0
 
 
 def test_a_restart_waits_train_spare_wait_for_the_node_its_checkpoint_needs(tmp_path):
     deepspeed_checkpoint(tmp_path / "out", 200, 3)
-    job = stalled_job(tmp_path, min_nodes=2, max_auto_restarts=3, spare_wait=60, resume={"dir": str(tmp_path / "out"), "world": 3})
+    job = stalled_job(tmp_path, min_nodes=2, max_auto_restarts=3, spare_wait=60, resume={"dir": str(tmp_path / "out"), "world": 3},
+                      convert=NO_CONVERSION)
     # node3 back at the third probe (its node rebooted): the restart goes on with all three, 10 s later.
     Waited.turns = [{"node3": "unreachable on the training network (timed out)"}] * 2 + [{}]
     watching = Waited(job)
@@ -192,13 +198,15 @@ def test_a_restart_waits_train_spare_wait_for_the_node_its_checkpoint_needs(tmp_
     assert [(e["event"], e.get("nodes")) for e in events] == [("restart", NODES)] and watching.now == 1000.0 + 2 * supervisor.SPARE_POLL
     # Never back: refused once the wait is over, saying it waited.
     (tmp_path / "again").mkdir()
-    job = stalled_job(tmp_path / "again", min_nodes=2, max_auto_restarts=3, spare_wait=12, resume={"dir": str(tmp_path / "out"), "world": 3})
+    job = stalled_job(tmp_path / "again", min_nodes=2, max_auto_restarts=3, spare_wait=12, resume={"dir": str(tmp_path / "out"), "world": 3},
+                      convert=NO_CONVERSION)
     Waited.turns = [{"node3": "unreachable on the training network (timed out)"}]
     watching = Waited(job)
     watching.restart("node3 failed first (train_on_failure: restart)")
     events = json.loads((tmp_path / "again" / "job.json").read_text())["events"]
     assert [e["event"] for e in events] == ["left out", "checkpoint unfit", "stop"] and watching.now == 1015.0
-    assert events[-1]["why"].endswith("or restart on as many nodes as wrote it (no node came within train_spare_wait, 12 s)")
+    assert events[-1]["why"].endswith("or restart on as many nodes as wrote it (no node came within train_spare_wait, 12 s); "
+                                      "not converted: train_checkpoint_convert is empty")
 
 
 def test_a_job_whose_steps_are_not_recognised_is_said_to_be_so():

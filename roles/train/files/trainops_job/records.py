@@ -18,7 +18,7 @@ import re
 from typing import Any, Callable
 
 from . import _oom
-from ._job_events import StopReason, Watch
+from ._job_events import Event, StopReason, Watch
 from .settings import Settings
 
 # Where the role writes each job's settings (NAME.json), and this node's runner keeps its pid and marks. Moved for
@@ -55,6 +55,9 @@ LEASE = "supervisor.lease.json"
 # node stages and checks its local copies.
 STAGE_MANIFEST = "stage-manifest.json"
 CLAIM_PREFIX = "supervisor.claim-"
+# The job's DeepSpeed config with checkpoint.load_universal on (convert.py): an attempt that resumes from a checkpoint
+# converted to DeepSpeed's universal one loads it through this copy.
+UNIVERSAL_CONFIG = "deepspeed-universal.json"
 FLIGHT_RECORDER = "flight-recorder"
 # alive: the node's heartbeat while its part runs (the supervisor tells a lost node by its silence).
 NODE_FILES = {"log": "%s.log", "exit": "%s.exit", "progress": "%s.progress.json", "diagnosis": "%s.diagnosis.json", "perf": "%s.perf.json",
@@ -255,6 +258,15 @@ class Job:
             for path in paths:
                 os.makedirs(path, exist_ok=True)
         self.as_user(work)
+
+    def rank_counts(self) -> list[int]:
+        """The ranks of each start of this run so far, the first start's first (resume's world), then every restart's (its
+        nodes times the ranks a node runs): a checkpoint written by any of them is whole with that many ranks' files."""
+        world = int((self.conf.resume or {}).get("world") or 1)
+        per_node = max(1, world // len(self.nodes))
+        events = [e for e in self.read(JOB_RECORD, {}).get("events") or [] if e.get("run_id") == self.run_id]
+        restarts = [len(e["nodes"]) * per_node for e in events if e.get("event") == Event.RESTART and e.get("nodes")]
+        return [world] + [n for n in dict.fromkeys(restarts) if n != world]
 
     def add_event(self, event: dict, at: float) -> dict:
         """One event in the job record: what the supervisor saw and did, for status and the page."""

@@ -22,7 +22,7 @@ import time
 from types import FrameType
 from typing import Any, Callable
 
-from . import _checkpoints, _oom, batch, diagnosis, gpu_reader, health, perf, processes, records, succession
+from . import _checkpoints, _oom, batch, convert, diagnosis, gpu_reader, health, perf, processes, records, succession
 
 # Seconds between two heartbeats of a node's runner while its part runs (supervisor.LOST_AFTER: six missed).
 HEARTBEAT = 5.0
@@ -79,6 +79,9 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
         "RDZV_ID": job.run_id, "MAX_RESTARTS": str(conf.max_restarts), "FORCE_TORCHRUN": "1",
         # The gradient accumulation of this attempt, for a command that takes it from here (train_keep_global_batch).
         "TRAINOPS_GRAD_ACCUM": str(accumulation(job, nodes)),
+        # The checkpoint this attempt resumes from where the supervisor converted it to DeepSpeed's universal one (empty
+        # otherwise): a command of the user's own sets checkpoint.load_universal from it.
+        "TRAINOPS_UNIVERSAL_CHECKPOINT": universal_resume(job) or "",
         # Unbuffered Python: the ranks write to a pipe, block-buffered otherwise, so steps would reach the log (and the
         # stall judge) in bursts of kilobytes.
         "PYTHONUNBUFFERED": "1",
@@ -94,6 +97,17 @@ def job_env(job: records.Job, attempt: int, nodes: list) -> dict:
     })
 
 
+def universal_resume(job: records.Job) -> str | None:
+    """The newest complete checkpoint the command resumes from where it has been converted to DeepSpeed's universal one
+    (its folder), else None: the attempt loads it only then (load_universal on a later, plain checkpoint fails)."""
+    resume = job.conf.resume or {}
+    if not resume.get("dir"):
+        return None
+    entries = _checkpoints.listing(resume["dir"])
+    latest = _checkpoints.assess(entries, job.rank_counts())["latest"]
+    return "%s/%s" % (resume["dir"], latest) if latest and _checkpoints.layout(entries, latest)["universal"] else None
+
+
 def command(job: records.Job, nodes: list) -> str:
     """The command of an attempt: the start's, resuming from the newest complete checkpoint where the start added that
     (LLaMA-Factory: its Trainer would take the highest-numbered one, complete or not), and on these nodes alone where a
@@ -102,8 +116,15 @@ def command(job: records.Job, nodes: list) -> str:
     text: str = conf.command
     resume = conf.resume or {}
     if resume.get("argument"):
-        latest = _checkpoints.assess(_checkpoints.listing(resume["dir"]), resume["world"])["latest"]
+        latest = _checkpoints.assess(_checkpoints.listing(resume["dir"]), job.rank_counts())["latest"]
         text += " resume_from_checkpoint=%s/%s" % (resume["dir"], latest) if latest else ""
+        # A checkpoint the supervisor converted for this world size (convert.py): DeepSpeed loads it through the job's
+        # config with load_universal on. The fused AdamW (transformers' default on torch >= 2.8) fails the first step
+        # after such a load, its step counts loaded to the CPU ("Expected all tensors to be on the same device, but got
+        # state_steps is on cpu"): the unfused one does the same arithmetic.
+        if universal_resume(job) and conf.convert.get("deepspeed"):
+            text += " deepspeed=%s" % convert.universal_config(job)
+            text += " optim=adamw_torch" if conf.convert.get("optim") in (None, "", "adamw_torch_fused") else ""
     # LLaMA-Factory's paths that the stage holds, read from the node's local copy (dataset_dir=..., model_name_or_path=...).
     text += "".join(" %s=%s" % (key, path) for key, path in sorted(((conf.stage or {}).get("overrides") or {}).items()))
     steps = accumulation(job, nodes)

@@ -73,6 +73,10 @@ class Settings:
     # command's model and data all staged: no rank goes to the hub), overrides ({key: local path} for LLaMA-Factory),
     # timeout (seconds a node waits for the first node's manifest)}.
     stage: dict[str, Any] = field(default_factory=dict)
+    # A DeepSpeed checkpoint made loadable at another world size (convert.py): {command (train_checkpoint_convert: run in
+    # the command's environment, an empty one never converts), timeout (seconds), deepspeed (the DeepSpeed config of a
+    # LLaMA-Factory job, where the restarted command is told to load the conversion), optim (its config's)}.
+    convert: dict[str, Any] = field(default_factory=lambda: {"command": "python3 -m deepspeed.checkpoint.ds_to_universal", "timeout": 1800})
     # train_action=scale's plan ({sizes, warmup, steps, timeout, samples_per_rank}), None for any other start.
     scale: dict[str, Any] | None = None
     # The job record the first node writes to the folder (job.json) before any node starts.

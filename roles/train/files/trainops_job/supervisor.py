@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _checkpoints, _perf_classes, batch, diagnosis, judge, perf, records, report, succession, torchrun, verdict
+from . import _checkpoints, _perf_classes, batch, convert, diagnosis, judge, perf, records, report, succession, torchrun, verdict
 from ._job_events import Event, Watch, WatchEnd
 from .settings import Settings
 from .view import View
@@ -139,7 +139,7 @@ class Supervisor:
         if not resume.get("dir"):
             return None
         entries = _checkpoints.listing(resume["dir"])
-        return entries, _checkpoints.assess(entries, resume["world"])
+        return entries, _checkpoints.assess(entries, self.job.rank_counts())
 
     def newest_checkpoint(self) -> int | None:
         """The step of the newest complete checkpoint the job's command resumes from, or None."""
@@ -377,9 +377,14 @@ class Supervisor:
         if len(nodes) < conf.least_nodes:
             self.event(event=Event.TOO_FEW_NODES, nodes=nodes, min_nodes=conf.least_nodes)
             return self.stop("%d of %d nodes can take part, train_min_nodes is %d" % (len(nodes), len(watch.nodes), conf.least_nodes))
+        converted = None
         if unfit:
-            self.event(event=Event.CHECKPOINT_UNFIT, nodes=nodes, waited=conf.spare_wait, why=unfit)
-            return self.stop(unfit + ("" if not conf.spare_wait else " (no node came within train_spare_wait, %d s)" % conf.spare_wait))
+            # The newest checkpoint converted to DeepSpeed's universal one, where it can be; else the job stops saying why.
+            converted, why_not = self.convert()
+            if converted is None:
+                waited = "" if not conf.spare_wait else " (no node came within train_spare_wait, %d s)" % conf.spare_wait
+                self.event(event=Event.CHECKPOINT_UNFIT, nodes=nodes, waited=conf.spare_wait, why="%s%s; %s" % (unfit, waited, why_not))
+                return self.stop("%s%s; %s" % (unfit, waited, why_not))
         watch.restarts += 1
         watch.without_progress += 1
         watch.restarted_at = round(self.clock(), 3)
@@ -389,10 +394,32 @@ class Supervisor:
         # The attempt's gradient accumulation where the global batch is kept (train_keep_global_batch), and by how much
         # the batch differs where it cannot be kept exactly: status says it with the start.
         steps, change = batch.accumulation(conf.batch, len(self.job.nodes), len(nodes))
-        kept = {"accumulation": steps, "batch_change": change} if conf.batch.get("keep") else {}
+        kept: dict[str, Any] = {"accumulation": steps, "batch_change": change} if conf.batch.get("keep") else {}
+        said = {"converted": converted} if converted else {}
         self.event(event=Event.RESTART, attempt=watch.restarts, limit=limit, nodes=nodes, world=len(nodes), why=why,
-                   checkpoint=watch.checkpoint, **kept)
+                   checkpoint=watch.checkpoint, **kept, **said)
         return None
+
+    def convert(self) -> tuple[str | None, str]:
+        """The newest complete checkpoint converted to DeepSpeed's universal one (convert.py) for a restart at another world
+        size: (what the restart says of it, "") or (None, why not: refused, or the conversion's own failure)."""
+        found, job = self.checkpoints(), self.job
+        assert found is not None and found[1]["latest"]  # unfit() found a checkpoint that this world cannot load
+        entries, latest = found[0], found[1]["latest"]
+        plan, step = job.conf.convert, convert.step_folder(entries, latest)
+        config, unread = convert.deepspeed_config(plan.get("deepspeed"))
+        refused = unread or convert.refusal(plan, _checkpoints.layout(entries, latest), config, job.conf.in_image) or (
+            None if step else "no global_stepN folder in %s" % latest)
+        if refused or step is None:
+            return None, "not converted: %s" % refused
+        done, seconds, failed = convert.convert(job, os.path.join(job.conf.resume["dir"], latest), step)
+        if not done:
+            return None, "its conversion (train_checkpoint_convert) failed after %s s: %s" % (seconds, failed)
+        if config is not None:
+            convert.write_universal_config(job, config)
+        text = "%s converted to DeepSpeed's universal checkpoint in %s s" % (latest, seconds)
+        self.event(event=Event.CHECKPOINT_CONVERTED, checkpoint=latest, seconds=seconds, why=text)
+        return text, ""
 
     def unfit(self, answers: dict) -> str | None:
         """Why the restart's world, as the probe's answers make it (every node that answers, a ready spare in place of one

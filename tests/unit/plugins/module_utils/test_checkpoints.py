@@ -28,6 +28,17 @@ def test_a_ranks_missing_rng_state_makes_a_checkpoint_incomplete():
     assert found["incomplete"] == {"checkpoint-20": ["rng_state of rank 1 missing"]}
 
 
+def test_a_checkpoint_of_a_restart_on_fewer_ranks_is_whole_for_its_own_size():
+    two = [name for name in HF_FILES if name != "rng_state_2.pth"]
+    three = HF_FILES + ["rng_state_2.pth"]
+    # Written by 3 ranks, then by the 2 of a restart: each whole for the size that wrote it, judged by the job's sizes.
+    assert assess(hf(10, three) + hf(20, two), [3, 2])["latest"] == "checkpoint-20"
+    assert assess(hf(10, three) + hf(20, two), 3)["incomplete"] == {"checkpoint-20": ["rng_state of rank 2 missing"]}
+    # Rank 1's state missing is no size's whole checkpoint: the first size's reasons are said.
+    assert assess(hf(20, [name for name in three if name != "rng_state_1.pth"]), [3, 2])["incomplete"] == {
+        "checkpoint-20": ["rng_state of rank 1 missing"]}
+
+
 def test_one_rank_writes_no_per_rank_rng_file():
     single = [name for name in HF_FILES if not name.startswith("rng_state_")] + ["rng_state.pth"]
     assert assess(hf(5, single), 1)["latest"] == "checkpoint-5"

@@ -252,6 +252,19 @@ def test_each_restart_says_the_accumulation_that_kept_the_global_batch():
     assert status['starts'][2]['batch'] == 'accumulation 11: the global batch 8 % smaller'
 
 
+def test_a_restart_says_the_conversion_of_its_checkpoint():
+    converted = "checkpoint-20 converted to DeepSpeed's universal checkpoint in 12.7 s"
+    record = dict(RECORD, nodes=NODES, events=[
+        {'event': 'checkpoint converted', 'run_id': RECORD['run_id'], 'checkpoint': 'checkpoint-20', 'seconds': 12.7,
+         'why': converted, 'at': 989.0},
+        {'event': 'restart', 'run_id': RECORD['run_id'], 'attempt': 1, 'nodes': ['node1', 'node2'], 'why': 'node3 lost', 'at': 990.0,
+         'converted': converted, 'accumulation': 3, 'batch_change': 0.0}])
+    status = jobs.status(NODES, reports(report('node1', progress={'step': 21, 'step_at': 1000.0, 'points': [[1000.0, 21, None]]}),
+                                        record=record), ADDRESSES)
+    assert status['starts_text'] == ("restarted 1 time: on 3 nodes, then 2 (node3 lost; checkpoint-20 converted to DeepSpeed's "
+                                     "universal checkpoint in 12.7 s; accumulation 3: the global batch kept)")
+
+
 def test_a_lost_node_is_named_as_failed_first_not_the_survivor_that_ended_first():
     """node3 powered off: it wrote nothing; node1's and node2's ranks failed because it went away (node2's ended first).
     The supervisor's failure event names node3 lost, and stopped the others (train_on_failure: stop)."""

@@ -105,12 +105,10 @@ def test_free_space_of_the_deepest_mount():
     assert llamafactory.free_bytes([], "/x") is None
 
 
-def test_a_start_resumes_from_the_newest_complete_checkpoint_unless_told_otherwise():
-    resume = {"dir": "/mnt/shared/out", "latest": "checkpoint-40"}
-    assert llamafactory.resume_argument({}, resume, "llamafactory-cli train x.yaml") == " resume_from_checkpoint=/mnt/shared/out/checkpoint-40"
-    assert llamafactory.resume_argument({}, dict(resume, latest=None), "llamafactory-cli train x.yaml") == ""
-    assert llamafactory.resume_argument({}, resume, "llamafactory-cli train x.yaml resume_from_checkpoint=/a") == ""
-    assert llamafactory.resume_argument({"resume_from_checkpoint": "/a"}, resume, "llamafactory-cli train x.yaml") == ""
+def test_every_start_resumes_from_the_newest_complete_checkpoint_unless_told_otherwise():
+    assert llamafactory.resume_pinned({}, "llamafactory-cli train x.yaml")
+    assert not llamafactory.resume_pinned({}, "llamafactory-cli train x.yaml resume_from_checkpoint=/a")
+    assert not llamafactory.resume_pinned({"resume_from_checkpoint": "/a"}, "llamafactory-cli train x.yaml")
 
 
 def test_samples_per_rank_are_the_batch_times_the_accumulation():
@@ -139,3 +137,18 @@ def test_host_memory_is_not_judged_where_the_load_is_not_every_ranks_whole_model
     assert llamafactory.host_memory({"quantization_bit": 4}, 15 * GIB, {"n": 8}, {"n": GIB})[0] == []
     assert llamafactory.host_memory({"model_name_or_path": "Qwen/Qwen2-7B"}, None, {"n": 8}, {"n": GIB}) == (
         [], "host memory at load not judged: the model's weights are no local files (a hub id, or none found)")
+
+
+def test_round_robin_gradients_is_named_where_a_restart_may_shrink():
+    """LLaMA-Factory's examples/deepspeed/ds_z2_config.json sets round_robin_gradients: its checkpoints come back scrambled
+    from DeepSpeed's universal conversion at another world size (tests/device/deepspeed/round_robin.sh)."""
+    config = dict(GOOD, deepspeed="/mnt/shared/ds_z2_config.json")
+    z2 = {"zero_optimization": {"stage": 2, "round_robin_gradients": True}}
+    assert llamafactory.restart_notes(config, z2, True) == [
+        "/mnt/shared/ds_z2_config.json sets round_robin_gradients: a restart on fewer nodes (train_min_nodes) cannot convert "
+        "its ZeRO-2 checkpoints to DeepSpeed's universal checkpoint (the conversion does not keep round robin's order of the "
+        "parameters) and stops the job instead; set it false"]
+    assert llamafactory.restart_notes(config, z2, False) == []  # every restart on as many nodes: nothing to convert
+    assert llamafactory.restart_notes(config, {"zero_optimization": {"stage": 3, "round_robin_gradients": True}}, True) == []
+    assert llamafactory.restart_notes(config, {"zero_optimization": {"stage": 2}}, True) == []
+    assert llamafactory.restart_notes(GOOD, None, True) == []
