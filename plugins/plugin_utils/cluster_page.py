@@ -277,7 +277,13 @@ def _job(name: str, report: dict[str, Any], made: str | None) -> dict[str, Any]:
             "progress": _job_progress(points, events, origin) if origin is not None else None, "losses": _job_losses(points),
             "perf": _job_perf(report, origin) if origin is not None else [],
             "scale_rows": report.get("scale_rows") or [], "scale": report.get("scale") or [],
-            "scale_notes": report.get("scale_notes") or []}
+            "scale_notes": report.get("scale_notes") or [], "data": _job_data(report)}
+
+
+def _job_data(report: dict[str, Any]) -> list[str]:
+    """What status says of the job's data path and its starts: each node's stage (staged bytes, copied at what rate),
+    the restarts (their world, a checkpoint converted, the batch kept), the saves' share of the time."""
+    return [line for line in [report.get("staged"), report.get("starts_text")] + list((report.get("saves") or {}).get("said") or []) if line]
 
 
 def jobs(reports: dict[str, Any], made: dict[str, str]) -> list[dict[str, Any]]:
@@ -292,7 +298,7 @@ def jobs(reports: dict[str, Any], made: dict[str, str]) -> list[dict[str, Any]]:
       progress: {nodes: [[node, [[seconds, step]]]], marks: [[seconds, "stall" | "restart N"]]} or None without points,
       losses: [[step, loss]], perf: where each node's ranks spent their time over the windows (_job_perf),
       scale_rows: train_action=scale's table, as status shows it, scale: its sizes (jobs.scale_table),
-      scale_notes: what held each size back ([] for another job)}].
+      scale_notes: what held each size back ([] for another job), data: its stage, restarts and saves (_job_data)}].
     """
     return [_job(name, report, made.get(name)) for name, report in reports.items()]
 

@@ -146,7 +146,7 @@ def test_a_running_job_shows_each_nodes_state_step_and_last_line():
                  {"node": "node3", "state": "running", "step": "-", "logged": "-", "steps_per_minute": "-", "last_line": "-",
                   "first_failed": False, "culprit": False}],
         "progress": {"nodes": [["node1", [[0.0, 148], [2.0, 149]]]], "marks": []}, "losses": [[148, 0.06], [149, 0.0548]],
-        "perf": [], "scale_rows": [], "scale": [], "scale_notes": []}]
+        "perf": [], "scale_rows": [], "scale": [], "scale_notes": [], "data": []}]
 
 
 def test_each_nodes_windows_are_shown_over_time():

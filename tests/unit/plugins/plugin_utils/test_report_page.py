@@ -60,9 +60,10 @@ def test_a_report_that_cannot_be_read_is_named(tmp_path):
     assert "drift.json could not be read" in html
 
 
-def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch=None, perf=None):
+def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch=None, perf=None, stages=None):
     """train-<name>.json as roles/train writes it: jobs.status of the nodes' reports of a job running on every node, or
-    whose every part exited 1 at failed_at's time of its node. points: {node: its progress points}; events: the supervisor's."""
+    whose every part exited 1 at failed_at's time of its node. points: {node: its progress points}; events: the supervisor's;
+    stages: {node: its stage record (NODE.stage.json)}."""
     nodes = sorted(logs)
     parts = {}
     for node in nodes:
@@ -71,7 +72,7 @@ def write_job(reports, name, logs, failed_at=None, points=None, events=(), watch
             if node in (points or {}) else None
         parts[node] = {"node": node, "run_id": "r1", "now": T0 + 100, "state": "failed: exited 1" if ended else "running",
                        "running": not ended, "failed": bool(ended), "rc": 1 if ended else None, "stopped_by": None, "ended": ended,
-                       "progress": progress, "log": logs[node], "perf": (perf or {}).get(node) or []}
+                       "progress": progress, "log": logs[node], "perf": (perf or {}).get(node) or [], "stage": (stages or {}).get(node)}
     parts[nodes[0]].update(job={"name": name, "run_id": "r1", "events": list(events)}, supervisor=watch)
     status = jobs.status(nodes, parts, {n: "10.96.0.%d" % i for i, n in enumerate(nodes, 11)})
     (reports / ("train-%s.json" % name)).write_text(json.dumps(status, indent=4) + "\n")
@@ -104,6 +105,21 @@ def test_the_jobs_section_shows_each_job_its_nodes_and_escapes_their_logs(tmp_pa
     assert "<script" not in html and "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in section
     assert "<td>RuntimeError: boom &amp; &lt;b&gt;bust&lt;/b&gt;</td>" in section
     assert "No job started with train.yml yet" not in html
+
+
+def test_a_jobs_stage_and_restarts_are_shown_with_each_nodes_bytes_and_rate(tmp_path):
+    reports = with_curve(tmp_path)
+    stage = {"dir": "/var/tmp/trainops-stage/ddp1", "bytes": 1073741824}
+    events = [{"event": "restart", "run_id": "r1", "attempt": 1, "nodes": ["node1", "node2"], "why": "node3 lost", "at": T0 + 50,
+               "converted": "checkpoint-20 converted to DeepSpeed's universal checkpoint in 12.7 s"}]
+    write_job(reports, "ddp1", {"node1": ["step 4"], "node2": ["step 4"]}, points={"node1": [[T0 + 90, 4, None]]}, events=events,
+              stages={"node1": dict(stage, copied=1073741824, mb_per_s=412.0), "node2": dict(stage, copied=0)})
+    section = jobs_section(report_page.build(str(reports), TEMPLATE, "train")[0])
+    assert ("<p class=\"reasons\">staged on every node&#39;s disk (/var/tmp/trainops-stage/ddp1), each file checked against one "
+            "manifest (sha256): node1 1.07 GB (1.07 GB copied at 412 MB/s), node2 1.07 GB (kept: unchanged)</p>") in section
+    # The record of this report names no first world (write_job): the restart's own words are the subject here.
+    assert ("then 2 (node3 lost; checkpoint-20 converted to DeepSpeed&#39;s universal "
+            "checkpoint in 12.7 s)") in section
 
 
 def test_a_stalled_job_shows_its_diagnosis_events_and_plots(tmp_path):
