@@ -39,8 +39,12 @@ def llamafactory_batch(config):
     return llamafactory.samples_per_rank(dict(config or {}))
 
 
-def train_stage_refused(paths, folder, shared):
-    return job_stage.refused(list(paths or []), str(folder), str(shared))
+def train_stage_refused(paths, folder, shared, on_controller=None):
+    return job_stage.refused(list(paths or []), str(folder), str(shared), [str(p) for p in on_controller or []])
+
+
+def train_stage_sources(paths, shared, folder):
+    return job_stage.sources(list(paths or []), str(shared), str(folder))
 
 
 def train_staged(outputs):
@@ -112,4 +116,4 @@ class FilterModule:
                 "llamafactory_space": llamafactory_space, "llamafactory_memory": llamafactory_memory,
                 "llamafactory_restart_notes": llamafactory_restart_notes,
                 "llamafactory_stage": llamafactory_stage, "train_staged": train_staged,
-                "train_stage_refused": train_stage_refused}
+                "train_stage_refused": train_stage_refused, "train_stage_sources": train_stage_sources}

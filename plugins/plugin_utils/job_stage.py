@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the stage (train_stage) did on each node, as the nodes' reports carry it (the node program's NODE.stage.json):
-one line for status, each node's staged bytes and what it copied at what rate; and what is wrong with train_stage and
-train_stage_dir. (The LLaMA-Factory paths read from the stage: llamafactory.stage_overrides.)"""
+one line for status, each node's staged bytes and what it copied at what rate; where each path is read from (shared
+storage, or the controller's copied there first); and what is wrong with train_stage and train_stage_dir. (The
+LLaMA-Factory paths read from the stage: llamafactory.stage_overrides.)"""
 
 from __future__ import annotations
 
@@ -36,15 +37,28 @@ def said(stages: dict[str, dict[str, Any] | None]) -> str | None:
     return "staged on every node's disk (%s), each file checked against one manifest (sha256): %s" % (", ".join(folders), ", ".join(parts))
 
 
-def refused(paths: list[Any], folder: str, shared: str) -> list[str]:
-    """What is wrong with train_stage and train_stage_dir, in the words the playbook says: a path not on shared storage
-    (every node copies from there), a folder not absolute or on shared storage (the copies go to each node's own disk)."""
-    def under(path: str) -> bool:
-        return posixpath.normpath(path).startswith(shared.rstrip("/") + "/")
+def sources(paths: list[Any], shared: str, folder: str) -> dict[str, list[str]]:
+    """Where every node reads each path of train_stage: a path on shared storage as it is; any other is a path of the
+    controller, copied first (once, with rsync) into folder, a folder on shared storage (the job's), under its own name.
+    {controller: [the controller's paths to copy], paths: [every path as the nodes read it]}."""
+    controller = [str(p) for p in paths if isinstance(p, str) and p.startswith("/") and not _under(p, shared)]
+    return {"controller": controller,
+            "paths": [posixpath.join(folder, posixpath.basename(posixpath.normpath(str(p)))) if str(p) in controller else str(p) for p in paths]}
+
+
+def _under(path: str, directory: str) -> bool:
+    return posixpath.normpath(path).startswith(directory.rstrip("/") + "/")
+
+
+def refused(paths: list[Any], folder: str, shared: str, on_controller: list[str] | None = None) -> list[str]:
+    """What is wrong with train_stage and train_stage_dir, in the words the playbook says: a path neither on shared storage
+    (every node copies from there) nor on the controller (on_controller: the paths found there, copied to shared storage
+    first), a folder not absolute or on shared storage (the copies go to each node's own disk)."""
     found = []
-    outside = [str(p) for p in paths if not isinstance(p, str) or not p.startswith("/") or not under(p)]
+    outside = [str(p) for p in paths if not isinstance(p, str) or not p.startswith("/") or not (_under(p, shared) or p in (on_controller or []))]
     if outside:
-        found.append("train_stage holds %s: give paths on shared storage (under %s) that every node reads" % (", ".join(outside), shared))
-    if not folder.startswith("/") or posixpath.normpath(folder) in ("/", posixpath.normpath(shared)) or under(folder):
+        found.append("train_stage holds %s: give paths on shared storage (under %s) that every node reads, or on the controller"
+                     % (", ".join(outside), shared))
+    if not folder.startswith("/") or posixpath.normpath(folder) in ("/", posixpath.normpath(shared)) or _under(folder, shared):
         found.append("train_stage_dir is %s: give an absolute folder on each node's own disk, not on shared storage" % folder)
     return found

@@ -26,9 +26,11 @@ OPTIONS = {"train_command": COMMAND, "train_run_opts": ["--volume", "/opt/traino
 # leave both out: the pre-flight's port probes and the page's build are seconds of every run, proved by their own tests.
 LIGHT = {"train_preflight": False, "cluster_report_page": False}
 RANK = "^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py"
-# The job's data staged on every node's disk (train_stage): a dataset folder on shared storage (the nodes' /mnt/shared).
+# The job's data staged on every node's disk (train_stage): a dataset folder on shared storage (the nodes' /mnt/shared),
+# and a file of the controller's (copied to the job's folder on shared storage first).
 DATASET = SHARED / "datasets" / JOB
-STAGED = dict(OPTIONS, train_stage=["/mnt/shared/datasets/%s" % JOB])
+VOCAB = INVENTORY.parent / ".state" / "vocab.json"
+STAGED = dict(OPTIONS, train_stage=["/mnt/shared/datasets/%s" % JOB, str(VOCAB)])
 STAGE_DIR = "/var/tmp/trainops-stage/%s" % JOB
 START = ["-e", "train_job=%s" % JOB, "-e", json.dumps(STAGED)]
 
@@ -86,8 +88,8 @@ def wait_for(check, seconds, what):
     (["-e", "train_job=x", "-e", "train_command=true", "-e", '{"train_input_functions": ["get batch"]}'],
      "train_input_functions holds get batch: give function names"),
     (["-e", "train_job=x", "-e", "train_command=true", "-e", "train_supervisor_silence=2"], "train_supervisor_silence is 2: give at least 6 s"),
-    (["-e", "train_job=x", "-e", "train_command=true", "-e", '{"train_stage": ["/etc/passwd"]}'],
-     "train_stage holds /etc/passwd: give paths on shared storage (under /mnt/shared) that every node reads"),
+    (["-e", "train_job=x", "-e", "train_command=true", "-e", '{"train_stage": ["/nonexistent/data"]}'],
+     "train_stage holds /nonexistent/data: give paths on shared storage (under /mnt/shared) that every node reads, or on the controller"),
 ])
 def test_bad_input_is_refused_before_anything_changes(node, args, message):
     run = train(*args)
@@ -101,6 +103,7 @@ def test_start_runs_the_job_on_every_node_with_logs_on_shared_storage(node):
     for index in range(3):
         (DATASET / "shards" / ("%d.jsonl" % index)).write_bytes(os.urandom(1 << 20))
     (DATASET / "dataset_info.json").write_text('{"ddp1": {"file_name": "shards"}}\n')
+    VOCAB.write_text(json.dumps({"<pad>": 0, "hello": 1}))
     start, began = time.monotonic(), time.time()
     run = train(*START)
     assert run.returncode == 0, run.stdout[-3000:]
@@ -110,6 +113,7 @@ def test_start_runs_the_job_on_every_node_with_logs_on_shared_storage(node):
         # The copy is the shared file's, byte for byte, and the training user's.
         copy = node(name).file("%s/%s/shards/2.jsonl" % (STAGE_DIR, JOB))
         assert copy.sha256sum == hashlib.sha256((DATASET / "shards" / "2.jsonl").read_bytes()).hexdigest() and copy.user == "train", name
+        assert node(name).file("%s/vocab.json" % STAGE_DIR).sha256sum == hashlib.sha256(VOCAB.read_bytes()).hexdigest(), name
         assert "%s 3.15 MB (3.15 MB copied at " % name in run.stdout, run.stdout[-3000:]
     wait_for(lambda: len(steps("node1")) >= 12, 90, "twelve steps")
     run, report = status()

@@ -33,10 +33,21 @@ def test_a_llamafactory_configs_paths_are_read_from_the_stage():
     assert llamafactory.stage_overrides(hub, ["/mnt/shared/data"], "/s")["offline"] is False
 
 
-def test_a_stage_off_shared_storage_or_into_it_is_refused_naming_the_variable():
+def test_a_stage_neither_on_shared_storage_nor_on_the_controller_or_into_it_is_refused_naming_the_variable():
     assert job_stage.refused(["/mnt/shared/data"], "/var/tmp/stage/j1", "/mnt/shared") == []
     assert job_stage.refused(["/home/me/data", "/mnt/shared/data", "/mnt/sharedx"], "/var/tmp/stage", "/mnt/shared") == [
-        "train_stage holds /home/me/data, /mnt/sharedx: give paths on shared storage (under /mnt/shared) that every node reads"]
+        "train_stage holds /home/me/data, /mnt/sharedx: give paths on shared storage (under /mnt/shared) that every node "
+        "reads, or on the controller"]
+    # A path off shared storage that the controller has is copied from there.
+    assert job_stage.refused(["/home/me/data", "relative"], "/var/tmp/stage", "/mnt/shared", ["/home/me/data"]) == [
+        "train_stage holds relative: give paths on shared storage (under /mnt/shared) that every node reads, or on the controller"]
     for folder in ("/mnt/shared/stage", "stage", "/", "/mnt/shared"):
         assert job_stage.refused([], folder, "/mnt/shared") == [
             "train_stage_dir is %s: give an absolute folder on each node's own disk, not on shared storage" % folder]
+
+
+def test_the_controllers_paths_are_read_from_their_copy_on_shared_storage():
+    found = job_stage.sources(["/mnt/shared/data", "/home/me/model/", "/home/me/vocab.json"], "/mnt/shared", "/mnt/shared/jobs/j1/stage-sources")
+    assert found == {"controller": ["/home/me/model/", "/home/me/vocab.json"],
+                     "paths": ["/mnt/shared/data", "/mnt/shared/jobs/j1/stage-sources/model", "/mnt/shared/jobs/j1/stage-sources/vocab.json"]}
+    assert job_stage.sources([], "/mnt/shared", "/x") == {"controller": [], "paths": []}
