@@ -41,9 +41,11 @@ def sources(paths: list[Any], shared: str, folder: str) -> dict[str, list[str]]:
     """Where every node reads each path of train_stage: a path on shared storage as it is; any other is a path of the
     controller, copied first (once, with rsync) into folder, a folder on shared storage (the job's), under its own name.
     {controller: [the controller's paths to copy], paths: [every path as the nodes read it]}."""
-    controller = [str(p) for p in paths if isinstance(p, str) and p.startswith("/") and not _under(p, shared)]
+    # Normalized: rsync would copy a folder given with a trailing slash as its files, not under its name.
+    controller = [posixpath.normpath(p) for p in paths if isinstance(p, str) and p.startswith("/") and not _under(p, shared)]
     return {"controller": controller,
-            "paths": [posixpath.join(folder, posixpath.basename(posixpath.normpath(str(p)))) if str(p) in controller else str(p) for p in paths]}
+            "paths": [posixpath.join(folder, posixpath.basename(posixpath.normpath(p))) if isinstance(p, str) and posixpath.normpath(p)
+                      in controller else str(p) for p in paths]}
 
 
 def _under(path: str, directory: str) -> bool:
@@ -55,7 +57,9 @@ def refused(paths: list[Any], folder: str, shared: str, on_controller: list[str]
     (every node copies from there) nor on the controller (on_controller: the paths found there, copied to shared storage
     first), a folder not absolute or on shared storage (the copies go to each node's own disk)."""
     found = []
-    outside = [str(p) for p in paths if not isinstance(p, str) or not p.startswith("/") or not (_under(p, shared) or p in (on_controller or []))]
+    found_there = {posixpath.normpath(p) for p in on_controller or []}
+    outside = [str(p) for p in paths if not isinstance(p, str) or not p.startswith("/")
+               or not (_under(p, shared) or posixpath.normpath(p) in found_there)]
     if outside:
         found.append("train_stage holds %s: give paths on shared storage (under %s) that every node reads, or on the controller"
                      % (", ".join(outside), shared))

@@ -39,7 +39,7 @@ def test_a_stage_neither_on_shared_storage_nor_on_the_controller_or_into_it_is_r
         "train_stage holds /home/me/data, /mnt/sharedx: give paths on shared storage (under /mnt/shared) that every node "
         "reads, or on the controller"]
     # A path off shared storage that the controller has is copied from there.
-    assert job_stage.refused(["/home/me/data", "relative"], "/var/tmp/stage", "/mnt/shared", ["/home/me/data"]) == [
+    assert job_stage.refused(["/home/me/data/", "relative"], "/var/tmp/stage", "/mnt/shared", ["/home/me/data"]) == [
         "train_stage holds relative: give paths on shared storage (under /mnt/shared) that every node reads, or on the controller"]
     for folder in ("/mnt/shared/stage", "stage", "/", "/mnt/shared"):
         assert job_stage.refused([], folder, "/mnt/shared") == [
@@ -48,6 +48,6 @@ def test_a_stage_neither_on_shared_storage_nor_on_the_controller_or_into_it_is_r
 
 def test_the_controllers_paths_are_read_from_their_copy_on_shared_storage():
     found = job_stage.sources(["/mnt/shared/data", "/home/me/model/", "/home/me/vocab.json"], "/mnt/shared", "/mnt/shared/jobs/j1/stage-sources")
-    assert found == {"controller": ["/home/me/model/", "/home/me/vocab.json"],
+    assert found == {"controller": ["/home/me/model", "/home/me/vocab.json"],
                      "paths": ["/mnt/shared/data", "/mnt/shared/jobs/j1/stage-sources/model", "/mnt/shared/jobs/j1/stage-sources/vocab.json"]}
     assert job_stage.sources([], "/mnt/shared", "/x") == {"controller": [], "paths": []}
