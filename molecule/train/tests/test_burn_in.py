@@ -38,9 +38,12 @@ def test_the_acceptance_record_holds_every_check_of_every_node(ladder):
 def test_the_burn_in_names_a_node_below_its_peers():
     # node3 at a fifth of a core read 16 % of its peers' GEMM; the healthy figures of every node are the acceptance
     # test's (above), whose run measured them too.
+    # Below half its peers' median: node3 at a fifth of a core read 16-26 % of its peers' GEMM (or 22 % of their memory
+    # copy), while a healthy node beside the other lane read as little as 62 % of the median memory copy (CI, ci14):
+    # the default's 90 % would name it too on these three containers of one busy 2-core machine.
     subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
     try:
-        run, report = burn()
+        run, report = burn("-e", "burn_in_outlier_fraction=0.5")
     finally:
         subprocess.run(["podman", "update", "--cpus", "2", container("node3")], check=True, capture_output=True)
     print(report["text"])

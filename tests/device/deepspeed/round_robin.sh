@@ -34,7 +34,8 @@ if sys.argv[3]=='true': c['checkpoint']={'load_universal': True}
 json.dump(c, open(sys.argv[4],'w'), indent=2)" "$repo/tests/device/deepspeed/ds_z2_config.json" "$@"
 }
 convert() {  # checkpoint folder
-  local s=$(date +%s.%N)
+  local s
+  s=$(date +%s.%N)
   $PY "$site/deepspeed/checkpoint/ds_to_universal.py" --input_folder "$1/global_step20" --output_folder "$1/global_step20_universal" \
     --inject_missing_state > "$logs/convert-$(basename "$1").log" 2>&1; echo "convert $(basename "$1") rc=$? $(since "$s") s"
 }
