@@ -124,6 +124,8 @@ def test_what_is_not_converted_is_named():
     assert convert.refusal(plan, shape, None, True).startswith("the job runs in its training image")
     # ZeRO-3 shards are partitioned by name, not by round robin's order.
     assert convert.refusal(plan, dict(shape, zero_stage=3), {"zero_optimization": {"round_robin_gradients": True}}, False) is None
+    entries = [{"path": "checkpoint-100/%s/mp_rank_00_model_states.pt" % step} for step in ("global_step20", "global_step100")]
+    assert convert.step_folder(entries, "checkpoint-100") == "global_step100"
     assert convert.deepspeed_config("ds.json")[1] == ("its DeepSpeed config ds.json is a relative path (the restarted command "
                                                       "could not be told where it is)")
     assert convert.command(plan, "/ck/checkpoint-20", "global_step20") == (

@@ -25,7 +25,8 @@ from typing import Any
 
 from . import records
 
-# ds_to_universal's output folder beside global_stepN/ (layout() reads it as universal) and the file it writes beside them.
+# DeepSpeed's folder of a step's shards in checkpoint-N/, and the suffix of ds_to_universal's output folder beside it
+# (layout() reads that one as universal).
 _STEP_RE = re.compile(r"^global_step\d+$")
 UNIVERSAL_SUFFIX = "_universal"
 
@@ -33,7 +34,7 @@ UNIVERSAL_SUFFIX = "_universal"
 def step_folder(entries: list[dict[str, Any]], name: str) -> str | None:
     """DeepSpeed's global_stepN folder inside checkpoint `name` (assess's latest; listing's entries), or None."""
     found = {e["path"].split("/")[1] for e in entries if e["path"].startswith(name + "/") and e["path"].count("/") >= 2}
-    steps = sorted(f for f in found if _STEP_RE.match(f))
+    steps = sorted((f for f in found if _STEP_RE.match(f)), key=lambda f: int(f[len("global_step"):]))
     return steps[-1] if steps else None
 
 
