@@ -49,6 +49,8 @@ def test_a_chosen_master_gets_rank_0_and_the_rendezvous(node, tmp_path, assert_n
         assert verdict["passed"] and verdict["world_size"] == 3, verdict["reasons"]
         # torchrun numbers the ranks node by node in NODE_RANK order: global rank 0 ran on node2.
         assert [(r["rank"], r["node"]) for r in verdict["ranks"]] == [(0, "node2"), (1, "node1"), (2, "node3")]
+        # The default launcher (the scenario's ladder run goes through srun): each node's rank in the image, from here.
+        assert (tmp_path / "reports" / "torchrun" / "allreduce-node2.log").read_text().startswith("$ /usr/local/bin/trainops-run sh -c")
         assert_nothing_left()
     finally:
         # launch.yml is site.yml's launch stage without the validation the first test proved (about 4 s, not 20-30).
