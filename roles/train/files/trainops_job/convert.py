@@ -97,7 +97,7 @@ def convert(job: records.Job, folder: str, step: str) -> tuple[bool, float, str]
     argv = list(job.conf.launcher) + ["sh", "-c", command(plan, folder, step)]
     # The training user's home, as the command's: DeepSpeed's import makes ~/.triton (the runner's HOME, root's, is not
     # the supervisor's to write: "PermissionError: [Errno 13] Permission denied: '/root/.triton'" on the GPU machine).
-    env = dict(os.environ, HOME=job.user.pw_dir, USER=job.user.pw_name, LOGNAME=job.user.pw_name)
+    env = dict(os.environ, **job.user_env())
     try:
         run = subprocess.run(argv, capture_output=True, text=True, timeout=int(plan.get("timeout") or 1800), check=False, cwd="/",
                              env=env)

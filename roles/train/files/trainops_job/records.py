@@ -259,6 +259,10 @@ class Job:
                 os.makedirs(path, exist_ok=True)
         self.as_user(work)
 
+    def user_env(self) -> dict[str, str]:
+        """The training user's HOME, USER and LOGNAME, for what runs as that user from a runner started as root."""
+        return {"HOME": self.user.pw_dir, "USER": self.user.pw_name, "LOGNAME": self.user.pw_name}
+
     def rank_counts(self) -> list[int]:
         """The ranks of each start of this run so far, the first start's first (resume's world), then every restart's (its
         nodes times the ranks a node runs): a checkpoint written by any of them is whole with that many ranks' files."""

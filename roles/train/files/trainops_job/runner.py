@@ -231,7 +231,7 @@ class Runner:
             env["TRAINOPS_RUN_OPTS"] = " ".join(["--name", name] + passed + list(conf.run_opts))
         else:
             ids = self._as_user()
-            env.update(HOME=self.job.user.pw_dir, USER=self.job.user.pw_name, LOGNAME=self.job.user.pw_name)
+            env.update(self.job.user_env())
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       env=env, cwd="/", **ids)
         self.tee = subprocess.Popen(program("tee", self.job.name, str(attempt)), stdin=self.child.stdout, env=helper_env(), cwd="/",

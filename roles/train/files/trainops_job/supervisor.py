@@ -383,8 +383,9 @@ class Supervisor:
             converted, why_not = self.convert()
             if converted is None:
                 waited = "" if not conf.spare_wait else " (no node came within train_spare_wait, %d s)" % conf.spare_wait
-                self.event(event=Event.CHECKPOINT_UNFIT, nodes=nodes, waited=conf.spare_wait, why="%s%s; %s" % (unfit, waited, why_not))
-                return self.stop("%s%s; %s" % (unfit, waited, why_not))
+                stopped = "%s%s; %s" % (unfit, waited, why_not)
+                self.event(event=Event.CHECKPOINT_UNFIT, nodes=nodes, waited=conf.spare_wait, why=stopped)
+                return self.stop(stopped)
         watch.restarts += 1
         watch.without_progress += 1
         watch.restarted_at = round(self.clock(), 3)
