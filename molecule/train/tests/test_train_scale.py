@@ -13,7 +13,8 @@ from testbed_fixtures import CLUSTER, INVENTORY, timed
 # Two sizes, not every size up to 3: a third size is 35 s of the suite and the same mechanism.
 # The stall's time at its default (derived from the steps' pace): the test's 15 s stall (OPTIONS) judged a size's steps
 # stalled on a loaded machine, and the run ended with one size measured (a fresh run beside the other lane).
-SCALE = dict({key: value for key, value in OPTIONS.items() if key != "train_stall_seconds"}, train_action="scale", train_scale_sizes=[1, 2], train_scale_warmup=3, train_scale_steps=10, train_scale_batch=128,
+DEFAULT_STALL = {key: value for key, value in OPTIONS.items() if key != "train_stall_seconds"}
+SCALE = dict(DEFAULT_STALL, train_action="scale", train_scale_sizes=[1, 2], train_scale_warmup=3, train_scale_steps=10, train_scale_batch=128,
              train_command=COMMAND.replace("--steps 200", "--steps 100000").replace("--step-seconds 0.5", "--step-seconds 0.2"))
 
 
