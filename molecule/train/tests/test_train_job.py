@@ -210,6 +210,11 @@ def memory_filled(node, name, pid):
         subprocess.run(["podman", "exec", container(name), "python3", "-c", FILL, pid], capture_output=True, timeout=60, check=False)
     finally:
         limit.write_text(unlimited)
+        # The node's conmon, seeing its container's memory run out, leaves a file named oom in the folder it runs in
+        # (the checkout's tests/testbed, where the scenario's create started it).
+        conmon = subprocess.run(["podman", "inspect", "-f", "{{.State.ConmonPid}}", container(name)], check=True, capture_output=True,
+                                text=True).stdout.strip()
+        (Path("/proc", conmon, "cwd").resolve() / "oom").unlink(missing_ok=True)
 
 
 def test_a_rank_killed_for_memory_stops_the_others_and_is_named(node, assert_nothing_left):
