@@ -198,10 +198,11 @@ FILL = ("import os, sys\nheld = []\nwhile os.path.exists('/proc/' + sys.argv[1])
 def memory_filled(node, name, pid):
     """The node's memory runs out with its rank the kernel's first choice: its container limited to what it uses now
     and 64 MiB (the host's cgroup, v1 or v2), then filled. The kernel's OOM killer takes the rank (oom_score_adj 1000), as
-    it takes the largest process of a node whose memory ran out. The limit goes at once, before the restart's start."""
+    it takes the largest process of a node whose memory ran out. The limit goes as soon as the rank is gone."""
     node(name).check_output("echo 1000 > /proc/%s/oom_score_adj" % pid)
-    path = subprocess.run(["podman", "inspect", "-f", "{{.State.CgroupPath}}", container(name)], check=True, capture_output=True,
-                          text=True).stdout.strip().lstrip("/")
+    path, conmon = subprocess.run(["podman", "inspect", "-f", "{{.State.CgroupPath}} {{.State.ConmonPid}}", container(name)], check=True,
+                                  capture_output=True, text=True).stdout.split()
+    path = path.lstrip("/")
     v1 = Path("/sys/fs/cgroup/memory", path)
     usage, limit, unlimited = ((v1 / "memory.usage_in_bytes", v1 / "memory.limit_in_bytes", "-1") if v1.exists() else
                                (Path("/sys/fs/cgroup", path, "memory.current"), Path("/sys/fs/cgroup", path, "memory.max"), "max"))
@@ -212,8 +213,6 @@ def memory_filled(node, name, pid):
         limit.write_text(unlimited)
         # The node's conmon, seeing its container's memory run out, leaves a file named oom in the folder it runs in
         # (the checkout's tests/testbed, where the scenario's create started it).
-        conmon = subprocess.run(["podman", "inspect", "-f", "{{.State.ConmonPid}}", container(name)], check=True, capture_output=True,
-                                text=True).stdout.strip()
         (Path("/proc", conmon, "cwd").resolve() / "oom").unlink(missing_ok=True)
 
 
