@@ -7,6 +7,7 @@ limit are recorded live (molecule/train/tests/record) and replayed in the unit t
 import hashlib
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -242,11 +243,20 @@ def test_a_rank_killed_for_memory_stops_the_others_and_is_named(node, assert_not
     assert_nothing_left()
 
 
+def task_results(stdout, task):
+    """{node: ok|changed|skipping|...} of a task in a run's output (the default callback's lines, colours taken out)."""
+    section = re.sub(r"\x1b\[[0-9;]*m", "", stdout).split("TASK [trainops.cluster.train : %s]" % task, 1)[1].split("TASK [", 1)[0]
+    return {line.split("[", 1)[1].split("]", 1)[0]: line.split(":", 1)[0] for line in section.splitlines() if ": [" in line}
+
+
 def test_start_again_resumes_after_the_last_checkpoint(node):
     saved = max(int(p.name[5:11]) for p in (JOB_DIR / "checkpoints").glob("step-*.pt"))
     before = steps("node1")
+    # node2's copy of the node program damaged: its sha256 differs, it is installed again there alone.
+    node("node2").check_output("echo >> /opt/trainops/lib/trainops_job.zip")
     run = train("-e", "train_job=%s" % JOB, "-e", light(STAGED))
     assert run.returncode == 0, run.stdout[-3000:]
+    assert task_results(run.stdout, "Install the node program") == {"node1": "skipping", "node2": "changed", "node3": "skipping"}
     # The stage is there and whole on every node: nothing copied again.
     assert "node1 3.15 MB (kept: unchanged), node2 3.15 MB (kept: unchanged), node3 3.15 MB (kept: unchanged)" in run.stdout, run.stdout[-3000:]
     wait_for(lambda: len(steps("node1")) > len(before) + 2, 90, "steps after the resume")

@@ -29,12 +29,10 @@ import json
 import sys
 from typing import Any, Callable
 
-from . import diagnosis, lifecycle, records, report, runner, stage, supervisor, tee
+from . import records
 
-
-def _diagnose(job: records.Job, stall: str) -> int:
-    job.write(job.node_path("diagnosis"), diagnosis.diagnose(job, int(stall)))
-    return 0
+# Each action imports the modules it needs when it runs, not here: the whole package (runner, supervisor, diagnosis, ...)
+# took ~0.2 s to import on every call, a sixth of the stage's time on the GPU test machine (issue 50: within 1.3x of rsync).
 
 
 def _printed(data: Any, status: int = 0) -> int:
@@ -43,14 +41,26 @@ def _printed(data: Any, status: int = 0) -> int:
     return status
 
 
-def _sweep(job: records.Job) -> int:
-    swept = lifecycle.sweep(job)
-    return _printed(swept, 1 if swept["left"] else 0)
+def _stage(job: records.Job) -> int:
+    """The stage's result as JSON; what makes it impossible on stderr, naming this node, and exit status 1."""
+    from . import stage
+    try:
+        return _printed(stage.stage_here(job))
+    except (stage.StageError, OSError) as exc:
+        print("trainops-job: %s: %s" % (job.node, exc), file=sys.stderr)
+        return 1
+
+
+def _prepare(job: records.Job) -> int:
+    from . import lifecycle
+    lifecycle.prepare(job)
+    return 0
 
 
 def _run(job: records.Job) -> int:
     """The runner; should it fail, the traceback's last line in the node's log too, where status shows it (the runner's
     own output goes to the journal, or Slurm's output file on the node)."""
+    from . import runner
     try:
         return runner.Runner(job).run()
     except Exception as exc:
@@ -61,28 +71,67 @@ def _run(job: records.Job) -> int:
         raise
 
 
-def _stage(job: records.Job) -> int:
-    """The stage's result as JSON; what makes it impossible on stderr, naming this node, and exit status 1."""
-    try:
-        return _printed(stage.stage_here(job))
-    except (stage.StageError, OSError) as exc:
-        print("trainops-job: %s: %s" % (job.node, exc), file=sys.stderr)
-        return 1
-
-
-def _prepare(job: records.Job) -> int:
-    lifecycle.prepare(job)
-    return 0
+def _start(job: records.Job) -> int:
+    from . import lifecycle
+    return lifecycle.start(job)
 
 
 def _stopping(job: records.Job) -> int:
+    from . import lifecycle
     lifecycle.stopping(job)
     return 0
 
 
+def _stop(job: records.Job) -> int:
+    from . import lifecycle
+    return _printed(lifecycle.stop(job))
+
+
+def _sweep(job: records.Job) -> int:
+    from . import lifecycle
+    swept = lifecycle.sweep(job)
+    return _printed(swept, 1 if swept["left"] else 0)
+
+
+def _report(job: records.Job) -> int:
+    from . import report
+    return _printed(report.report(job))
+
+
+def _diagnose(job: records.Job, stall: str) -> int:
+    from . import diagnosis
+    job.write(job.node_path("diagnosis"), diagnosis.diagnose(job, int(stall)))
+    return 0
+
+
 def _stop_local(job: records.Job, by: str, attempt: str) -> int:
+    from . import lifecycle
     lifecycle.stop_local(job, by, attempt)
     return 0
+
+
+def _tee(job: records.Job, attempt: str) -> int:
+    from . import tee
+    return tee.tee(job, sys.stdin.buffer.fileno(), attempt=int(attempt))
+
+
+def _supervise(job: records.Job, pid: str, epoch: str = "1", taken_from: str | None = None) -> int:
+    from . import supervisor
+    return supervisor.main(job, int(pid), int(epoch), taken_from)
+
+
+def _wait(job: records.Job, seconds: str) -> int:
+    from . import supervisor
+    print(supervisor.wait(job, float(seconds)))
+    return 0
+
+
+def _absent(action: str) -> int:
+    """No job of that name was started on this node: nothing to report, stop or sweep."""
+    if action == "report":
+        from . import report
+        return _printed(report.absent())
+    return _printed({"stopped": False, "running": False, "ended": [], "left": [], "unstaged": False})
 
 
 # Each action: what it does with the job (and its one argument, where it takes one), and its exit status.
@@ -90,16 +139,16 @@ _ACTIONS: dict[str, Callable[..., int]] = {
     "stage": _stage,
     "prepare": _prepare,
     "run": _run,
-    "start": lifecycle.start,
+    "start": _start,
     "stopping": _stopping,
-    "stop": lambda job: _printed(lifecycle.stop(job)),
+    "stop": _stop,
     "sweep": _sweep,
-    "report": lambda job: _printed(report.report(job)),
+    "report": _report,
     "diagnose": _diagnose,
     "stop-local": _stop_local,
-    "tee": lambda job, attempt: tee.tee(job, sys.stdin.buffer.fileno(), attempt=int(attempt)),
-    "supervise": lambda job, pid, epoch="1", taken_from=None: supervisor.main(job, int(pid), int(epoch), taken_from),
-    "wait": lambda job, seconds: print(supervisor.wait(job, float(seconds))) or 0,
+    "tee": _tee,
+    "supervise": _supervise,
+    "wait": _wait,
 }
 
 
@@ -115,9 +164,8 @@ def main(argv: list[str]) -> int:
         print("trainops-job: %s" % exc, file=sys.stderr)
         return 2
     except FileNotFoundError:
-        # No job of that name was started on this node: nothing to report, stop or sweep.
         if action in ("report", "stop", "stopping", "sweep"):
-            return _printed(report.absent() if action == "report" else {"stopped": False, "running": False, "ended": [], "left": [], "unstaged": False})
+            return _absent(action)
         print("trainops-job: no job %s on this node (%s/%s.json)" % (name, records.CONF_DIR, name), file=sys.stderr)
         return 2
     return _ACTIONS[action](job, *argv[2:])

@@ -7,14 +7,16 @@ storage make it crawl (the field report's third trap); a copy on each node's own
 One manifest (every file's size and sha256) is made once, on the first node, from the files on shared storage, while
 every node stages (so that its read overlaps the copies): a file whose size and mtime are those of the last manifest keeps
 its sha256 (a second start reads nothing to hash it again). Each node checks free space first, copies a file its stage
-lacks (or holds at another size) by the kernel's copy, hashes every local file and checks it against the manifest once
-the manifest is there: a copy with other bytes is copied again, a file of the stage that the manifest does not hold is
-removed. So a second start copies nothing, and a changed or damaged local copy is copied
+lacks (or holds at another size), hashing the bytes as it writes them, hashes every other local file and checks each
+against the manifest once the manifest is there: a kept copy with other bytes is copied again, a copy whose bytes are not
+the manifest's is refused, a file of the stage that the manifest does not hold is removed. A few threads copy and hash
+different files at once. So a second start copies nothing, and a changed or damaged local copy is copied
 again. The node's result (bytes copied and kept, seconds, MB/s) goes to its record NODE.stage.json, which its report
 carries. The stage belongs to the training user, and a stop removes it (train_stage_keep keeps it)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import shutil
@@ -24,7 +26,10 @@ from typing import Any, Callable
 
 from . import records
 
-CHUNK = 4 << 20
+# Bytes read at a time, to hash and to copy: large reads cost fewer calls, and hashlib leaves the interpreter's lock
+# for them, so that WORKERS threads hash at once. CHUNK and WORKERS measured with tests/device/bin/device-stage.
+CHUNK = 8 << 20
+WORKERS = 4
 # Bytes left free on the stage's file system besides the copies (logs, the image's layers, a trainer's caches).
 RESERVE = 256 << 20
 
@@ -34,11 +39,28 @@ class StageError(Exception):
 
 
 def sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(chunk)
+    return _read(path, lambda chunk: None)
+
+
+def _read(path: str, write: Callable[[memoryview], object]) -> str:
+    """The sha256 of the file at path, each chunk read given to write as well (a copy hashes what it writes)."""
+    digest, buffer = hashlib.sha256(), memoryview(bytearray(CHUNK))
+    with open(path, "rb", buffering=0) as handle:
+        while count := handle.readinto(buffer):
+            digest.update(buffer[:count])
+            write(buffer[:count])
     return digest.hexdigest()
+
+
+def _each(work: Callable[[str], str], names: list[str]) -> dict[str, str]:
+    """{name: work(name)}, WORKERS files at a time (threads: the reads, writes and sha256 leave the interpreter's lock;
+    one file after another left the cores idle while the disk read and the disk idle while a core hashed). On an error,
+    the work not yet begun is dropped."""
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS)
+    try:
+        return dict(zip(names, pool.map(work, names)))
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 def sources(paths: list[str]) -> list[tuple[str, str]]:
@@ -69,16 +91,18 @@ def manifest(paths: list[str], previous: dict | None = None) -> dict:
     """{files: {name: {source, size, mtime_ns, sha256}}, bytes}: the stage's files as shared storage holds them. A file
     whose source, size and mtime are the previous manifest's keeps its sha256 (hashed: the bytes read to hash)."""
     known = (previous or {}).get("files") or {}
-    files, hashed = {}, 0
-    for name, path in sources(paths):
-        seen = os.stat(path)
+    found = {name: (path, os.stat(path)) for name, path in sources(paths)}
+    digests, fresh = {}, {}
+    for name, (path, seen) in found.items():
         last = known.get(name) or {}
         if (last.get("source"), last.get("size"), last.get("mtime_ns")) == (path, seen.st_size, seen.st_mtime_ns):
-            digest = last["sha256"]
+            digests[name] = last["sha256"]
         else:
-            digest, hashed = sha256(path), hashed + seen.st_size
-        files[name] = {"source": path, "size": seen.st_size, "mtime_ns": seen.st_mtime_ns, "sha256": digest}
-    return {"files": files, "bytes": sum(f["size"] for f in files.values()), "hashed": hashed}
+            fresh[name] = path
+    digests.update(_each(lambda name: sha256(fresh[name]), list(fresh)))
+    files = {name: {"source": path, "size": seen.st_size, "mtime_ns": seen.st_mtime_ns, "sha256": digests[name]}
+             for name, (path, seen) in found.items()}
+    return {"files": files, "bytes": sum(f["size"] for f in files.values()), "hashed": sum(found[n][1].st_size for n in fresh)}
 
 
 def _free(path: str) -> int:
@@ -110,8 +134,10 @@ def stage(listed: dict[str, tuple[str, int]], folder: str, manifest_of: Callable
     if needed and needed + RESERVE > room:
         raise StageError("the stage needs %s in %s and %s is free there (%s kept for the rest)" % (
             _size(needed), folder, _size(room), _size(RESERVE)))
-    hashes = {name: _copy_to(listed[name][0], local[name], folder, owner) for name in copy}
-    hashes.update({name: sha256(path) for name, path in local.items() if name not in hashes})
+    # Copied (hashed as written) or kept (hashed as this disk holds it: a damaged copy is found so), largest first so
+    # that the threads end together.
+    hashes = _each(lambda name: _copy_to(listed[name][0], local[name], folder, owner) if name in copy else sha256(local[name]),
+                   sorted(local, key=lambda name: -listed[name][1]))
     files = manifest_of()["files"]
     if set(files) != set(listed):
         raise StageError("the files under train_stage changed while they were staged (%d listed here, %d in the manifest): "
@@ -137,13 +163,13 @@ def stage(listed: dict[str, tuple[str, int]], folder: str, manifest_of: Callable
 
 def _copy_to(source: str, dest: str, folder: str, owner: tuple[int, int] | None) -> str:
     """One file copied into the stage (its folders made, all given to owner), through a temporary name (a copy cut short
-    is never taken for a whole one); the sha256 of the copy as this node's disk holds it. The kernel copies (shutil:
-    sendfile, copy_file_range), then the copy is read back to hash it: on the molecule nodes a Python read-write-hash
-    loop took 3.2 s a GiB, this 1.3 s, rsync 1.9 s."""
+    is never taken for a whole one); the sha256 of the bytes written, which the caller checks against the manifest. One
+    pass, as rsync does: each chunk read is hashed and written. The kernel's copy, then the copy read back to hash it,
+    read every byte twice: 1.5-2.1x a parallel rsync on the GPU test machine (issue 50)."""
     _makedirs(folder, os.path.dirname(dest), owner)
     tmp = dest + ".trainops-part"
-    shutil.copyfile(source, tmp)
-    digest = sha256(tmp)
+    with open(tmp, "wb") as out:
+        digest = _read(source, out.write)
     os.replace(tmp, dest)
     if owner:
         os.chown(dest, *owner)
@@ -223,7 +249,7 @@ def wait_manifest(job: records.Job, seconds: float, sleep: Callable[[float], obj
 
 def stage_here(job: records.Job) -> dict:
     """trainops-job stage: this node's stage against this start's manifest, its result in NODE.stage.json. On the first
-    node the manifest is made beside the copies (a thread: sha256 and the kernel's copy leave the interpreter's lock)."""
+    node the manifest is made beside the copies (a thread: sha256 and the file reads and writes leave the interpreter's lock)."""
     plan = job.conf.stage or {}
     maker = threading.Thread(target=make_manifest, args=(job,)) if job.first else None
     if maker:
