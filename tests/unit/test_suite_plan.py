@@ -172,6 +172,18 @@ def test_the_summary_writes_suite_json_and_ends_with_the_counts(output, capsys):
     assert suite["steps"] == {"unit": 230, "node-image": 98, "molecule-facts": 300, "molecule-default": 2000}
 
 
+def test_the_summary_says_how_busy_the_cpus_were(output, capsys):
+    # /proc/stat's first line as scripts/test sampled it: user nice system idle iowait irq softirq steal guest guest_nice.
+    ticks = [(1000, (100, 0, 50, 850, 0)), (1300, (400, 100, 150, 1150, 0)), (1600, (800, 100, 250, 1250, 200)),
+             (1700, (900, 100, 300, 1250, 250))]
+    (output / "cpu").write_text("".join("%d cpu  %s 0 0 0 0 0\n" % (t, " ".join(map(str, v))) for t, v in ticks) + "1710 cpu 1\n")
+    summary.main([str(output)])
+    # The whole run: 1150 of 1800 ticks busy (64 %), 100 niced (6 %); the periods from 1000 to 1300, 1300 to 1600, then
+    # the rest: 500 of 800, 500 of 800, 150 of 200.
+    assert "CPU busy 64 % of the run (niced 6 %); by 5 min: 62 62 75" in capsys.readouterr().out.splitlines()
+    assert json.loads((output / "suite.json").read_text())["cpu"]["busy_by_period"] == [62, 62, 75]
+
+
 def test_the_summary_lists_the_15_slowest_tests(output, capsys):
     summary.main([str(output), "--json-only"])
     assert capsys.readouterr().out == ""
