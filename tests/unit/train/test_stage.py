@@ -52,6 +52,54 @@ def test_a_second_stage_copies_nothing_and_a_damaged_copy_is_copied_again(tmp_pa
     assert stage.sha256(str(local / "data" / "b.jsonl")) == wanted["files"]["data/b.jsonl"]["sha256"]
 
 
+def test_a_copy_is_hashed_as_it_is_written_chunk_by_chunk_several_files_at_once(tmp_path, monkeypatch):
+    """One pass: each chunk read from shared storage is hashed and written; the copies are the sources' bytes across
+    chunk boundaries (a file of exactly one chunk, several, a part of one), WORKERS at a time, nothing left under a
+    temporary name."""
+    monkeypatch.setattr(stage, "CHUNK", 1000)
+    monkeypatch.setattr(stage, "WORKERS", 3)
+    data, model = dataset(tmp_path)
+    wanted = stage.manifest([str(data), str(model)])
+    listed, local = stage.listing([str(data), str(model)]), tmp_path / "local"
+    done = stage.stage(listed, str(local), lambda: wanted)
+    assert (done["copied"], done["copied_files"], done["damaged"], done["removed"]) == (9010, 4, [], [])
+    for name, (source, _) in listed.items():
+        assert (local / name).read_bytes() == Path(source).read_bytes(), name
+    assert sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file()) == sorted(listed)
+    assert {n: stage.sha256(str(local / n)) for n in listed} == {n: f["sha256"] for n, f in wanted["files"].items()}
+
+
+def test_a_source_that_changes_while_it_is_copied_is_refused_and_leaves_no_file_under_its_name(tmp_path, monkeypatch):
+    """The digest checked is that of the bytes the copy read and wrote: a source rewritten after its first chunk was
+    read (same size, so nothing but the bytes tells) gives a copy that is neither the manifest's nor the new file's."""
+    monkeypatch.setattr(stage, "CHUNK", 1000)
+    data, model = dataset(tmp_path)
+    wanted = stage.manifest([str(data), str(model)])
+    listed, local = stage.listing([str(data), str(model)]), tmp_path / "local"
+    copied_read = stage._read
+
+    rewritten: list = []
+
+    def read(path, write):
+        def written(chunk):
+            write(chunk)
+            if path == str(model) and not rewritten:
+                rewritten.append(model.write_bytes(os.urandom(3000)))  # the rest of this copy reads the new bytes
+        return copied_read(path, written)
+
+    monkeypatch.setattr(stage, "_read", read)
+    with pytest.raises(stage.StageError, match="model.safetensors changed on shared storage while it was staged"):
+        stage.stage(listed, str(local), lambda: wanted)
+    assert rewritten and not (local / "model.safetensors").exists()
+    assert not list(local.rglob("*.trainops-part"))
+    assert (local / "data" / "b.jsonl").read_bytes() == (data / "b.jsonl").read_bytes()  # the others staged whole
+    # Started again once it is written: the new manifest's bytes are staged (the others kept).
+    monkeypatch.setattr(stage, "_read", copied_read)
+    again = stage.stage(listed, str(local), lambda: stage.manifest([str(data), str(model)], wanted))
+    assert (again["copied"], again["copied_files"], again["kept"]) == (3000, 1, 6010)
+    assert (local / "model.safetensors").read_bytes() == model.read_bytes()
+
+
 def test_the_manifest_hashes_only_what_changed(tmp_path):
     data, model = dataset(tmp_path)
     first = stage.manifest([str(data), str(model)])
@@ -127,3 +175,17 @@ def test_a_path_that_is_not_there_is_refused_on_every_node_naming_it(cluster, tm
     run = nodes[1].run("stage")
     assert run.returncode == 1 and run.stderr.strip() == ("trainops-job: node2: the first node could not make the stage's manifest: "
                                                           "node1: train_stage path /nothing does not exist"), run.stderr
+
+
+def test_the_stage_imports_only_what_it_needs(cluster, tmp_path):
+    """The node program's start-up is part of every stage's time (issue 50): the stage action imports neither the runner
+    nor the supervisor nor the diagnosis (the whole package took ~0.2 s to import)."""
+    data, model = dataset(tmp_path)
+    (node,) = cluster("true", nodes=1, stage={"paths": [str(data), str(model)], "dir": str(tmp_path / "stage"), "keep": False})
+    code = ("import json, sys; from trainops_job.cli import main; status = main(['stage', 'j1']); "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('trainops_job'))), file=sys.stderr); sys.exit(status)")
+    run = subprocess.run([sys.executable, "-c", code], env=node.env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and json.loads(run.stdout)["copied"] == 9010, run.stderr
+    loaded = json.loads(run.stderr.strip().splitlines()[-1])
+    assert "trainops_job.stage" in loaded and not {"trainops_job.runner", "trainops_job.supervisor", "trainops_job.diagnosis",
+                                                   "trainops_job.lifecycle", "trainops_job.report"} & set(loaded), loaded

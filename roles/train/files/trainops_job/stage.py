@@ -27,7 +27,8 @@ from typing import Any, Callable
 from . import records
 
 # Bytes read at a time, to hash and to copy: large reads cost fewer calls, and hashlib leaves the interpreter's lock
-# for them, so that WORKERS threads hash at once. CHUNK and WORKERS measured with tests/device/bin/device-stage.
+# for them, so that WORKERS threads hash at once. Both chosen, not yet measured on a machine of many cores:
+# tests/device/bin/device-stage measures others (STAGE_CHUNK_MB, STAGE_THREADS).
 CHUNK = 8 << 20
 WORKERS = 4
 # Bytes left free on the stage's file system besides the copies (logs, the image's layers, a trainer's caches).
