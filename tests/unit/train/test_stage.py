@@ -52,10 +52,9 @@ def test_a_second_stage_copies_nothing_and_a_damaged_copy_is_copied_again(tmp_pa
     assert stage.sha256(str(local / "data" / "b.jsonl")) == wanted["files"]["data/b.jsonl"]["sha256"]
 
 
-def test_a_copy_is_hashed_as_it_is_written_chunk_by_chunk_several_files_at_once(tmp_path, monkeypatch):
-    """One pass: each chunk read from shared storage is hashed and written; the copies are the sources' bytes across
-    chunk boundaries (a file of exactly one chunk, several, a part of one), WORKERS at a time, nothing left under a
-    temporary name."""
+def test_several_files_are_copied_and_hashed_at_once(tmp_path, monkeypatch):
+    """WORKERS files at a time, hashed in chunks: the copies are the sources' bytes across chunk boundaries (a file of
+    exactly one chunk, several, a part of one), nothing left under a temporary name."""
     monkeypatch.setattr(stage, "CHUNK", 1000)
     monkeypatch.setattr(stage, "WORKERS", 3)
     data, model = dataset(tmp_path)
@@ -69,32 +68,25 @@ def test_a_copy_is_hashed_as_it_is_written_chunk_by_chunk_several_files_at_once(
     assert {n: stage.sha256(str(local / n)) for n in listed} == {n: f["sha256"] for n, f in wanted["files"].items()}
 
 
-def test_a_source_that_changes_while_it_is_copied_is_refused_and_leaves_no_file_under_its_name(tmp_path, monkeypatch):
-    """The digest checked is that of the bytes the copy read and wrote: a source rewritten after its first chunk was
-    read (same size, so nothing but the bytes tells) gives a copy that is neither the manifest's nor the new file's."""
-    monkeypatch.setattr(stage, "CHUNK", 1000)
+def test_a_source_rewritten_after_the_manifest_is_refused_and_leaves_no_file_under_its_name(tmp_path, monkeypatch):
+    """The digest checked is the copy's: a source rewritten between the manifest and its copy (same size, so nothing
+    but the bytes tells) is refused, the other files staged whole; the next start, with a new manifest, copies it alone."""
     data, model = dataset(tmp_path)
     wanted = stage.manifest([str(data), str(model)])
     listed, local = stage.listing([str(data), str(model)]), tmp_path / "local"
-    copied_read = stage._read
+    copyfile = stage.shutil.copyfile
 
-    rewritten: list = []
+    def rewritten_first(source, dest):
+        if source == str(model):
+            model.write_bytes(os.urandom(3000))
+        return copyfile(source, dest)
 
-    def read(path, write):
-        def written(chunk):
-            write(chunk)
-            if path == str(model) and not rewritten:
-                rewritten.append(model.write_bytes(os.urandom(3000)))  # the rest of this copy reads the new bytes
-        return copied_read(path, written)
-
-    monkeypatch.setattr(stage, "_read", read)
+    monkeypatch.setattr(stage.shutil, "copyfile", rewritten_first)
     with pytest.raises(stage.StageError, match="model.safetensors changed on shared storage while it was staged"):
         stage.stage(listed, str(local), lambda: wanted)
-    assert rewritten and not (local / "model.safetensors").exists()
-    assert not list(local.rglob("*.trainops-part"))
-    assert (local / "data" / "b.jsonl").read_bytes() == (data / "b.jsonl").read_bytes()  # the others staged whole
-    # Started again once it is written: the new manifest's bytes are staged (the others kept).
-    monkeypatch.setattr(stage, "_read", copied_read)
+    assert not (local / "model.safetensors").exists() and not list(local.rglob("*.trainops-part"))
+    assert (local / "data" / "b.jsonl").read_bytes() == (data / "b.jsonl").read_bytes()
+    monkeypatch.setattr(stage.shutil, "copyfile", copyfile)
     again = stage.stage(listed, str(local), lambda: stage.manifest([str(data), str(model)], wanted))
     assert (again["copied"], again["copied_files"], again["kept"]) == (3000, 1, 6010)
     assert (local / "model.safetensors").read_bytes() == model.read_bytes()
