@@ -48,9 +48,9 @@ def sha256(path: str) -> str:
 
 
 def _each(work: Callable[[str], str], names: list[str]) -> dict[str, str]:
-    """{name: work(name)}, WORKERS files at a time (threads: the reads, writes and sha256 leave the interpreter's lock;
-    one file after another left the cores idle while the disk read and the disk idle while a core hashed). On an error,
-    the work not yet begun is dropped."""
+    """{name: work(name)}, WORKERS files at a time (threads: the kernel's copy, the reads and sha256 leave the
+    interpreter's lock; one file after another left the cores idle while the disk read and the disk idle while a core
+    hashed). On an error, the work not yet begun is dropped."""
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=WORKERS)
     try:
         return dict(zip(names, pool.map(work, names)))
@@ -129,8 +129,8 @@ def stage(listed: dict[str, tuple[str, int]], folder: str, manifest_of: Callable
     if needed and needed + RESERVE > room:
         raise StageError("the stage needs %s in %s and %s is free there (%s kept for the rest)" % (
             _size(needed), folder, _size(room), _size(RESERVE)))
-    # Copied (hashed as written) or kept (hashed as this disk holds it: a damaged copy is found so), largest first so
-    # that the threads end together.
+    # Copied or kept, each hashed as this disk holds it (a damaged copy is found so), largest first so that the threads
+    # end together.
     hashes = _each(lambda name: _copy_to(listed[name][0], local[name], folder, owner) if name in copy else sha256(local[name]),
                    sorted(local, key=lambda name: -listed[name][1]))
     files = manifest_of()["files"]
@@ -245,7 +245,7 @@ def wait_manifest(job: records.Job, seconds: float, sleep: Callable[[float], obj
 
 def stage_here(job: records.Job) -> dict:
     """trainops-job stage: this node's stage against this start's manifest, its result in NODE.stage.json. On the first
-    node the manifest is made beside the copies (a thread: sha256 and the file reads and writes leave the interpreter's lock)."""
+    node the manifest is made beside the copies (a thread: sha256 and the kernel's copy leave the interpreter's lock)."""
     plan = job.conf.stage or {}
     maker = threading.Thread(target=make_manifest, args=(job,)) if job.first else None
     if maker:
