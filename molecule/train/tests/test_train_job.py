@@ -163,7 +163,10 @@ def test_a_stopped_rank_is_named_by_the_stall_diagnosis_on_the_cluster(node):
     assert run.returncode != 0 and "stalled" in run.stdout, run.stdout[-3000:]
     diagnosis = [e for e in events() if e["event"] == "diagnosis"][-1]
     assert diagnosis["culprits"] == [{"rank": 1, "node": "node2", "why": "is stopped"}], diagnosis
-    assert "rank 1 (node2) is stopped; ranks 0, 2 wait in backward (DDP's gradient all-reduce)" in diagnosis["verdict"]
+    # Where the others wait depends on where the signal caught rank 1 (mostly its sleep between steps: they wait in the
+    # next backward; on a loaded host also its all-reduce of the loss or a checkpoint's barrier): the places' words
+    # are the unit tests' (test_verdict.py on the recorded stall).
+    assert "rank 1 (node2) is stopped; ranks 0, 2 wait in " in diagnosis["verdict"], diagnosis["verdict"]
     assert diagnosis["verdict"] in run.stdout
     # Every node answered with its processes' states and every rank's Python stack.
     for name in CLUSTER:
@@ -175,7 +178,8 @@ def test_a_stopped_rank_is_named_by_the_stall_diagnosis_on_the_cluster(node):
     before = steps("node1")[-1]
     wait_for(lambda: steps("node1")[-1] > before + 2, 60, "steps again after the rank continued")
     run, report = status()
-    assert run.returncode == 0 and running(report["verdict"]), run.stdout[-2000:]
+    # Running again, perhaps slow: the windows around the stop may name a class for a while (its rank catching up).
+    assert run.returncode == 0 and report["verdict"].partition(", slow: ")[0] == "running", report["verdict"]
     assert report["nodes"]["node1"]["steps_per_minute"] > 0
 
 

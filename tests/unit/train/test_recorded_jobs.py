@@ -229,22 +229,24 @@ def test_the_classes_are_judged_from_the_windows_recorded_at_their_verdicts():
     assert found["kind"] == "straggler" and found["node"] == "node3" and found["text"].startswith("straggler: node3's ranks are busy"), found
 
 
-def test_a_straggler_named_stays_named_until_a_window_is_judged_without_it(cluster):
+def test_a_straggler_named_stays_named_until_windows_judged_without_it_span_two_windows(cluster):
     """The supervisor's view (what status says) on the recorded windows written into a job's folder in turn: the
     straggler's names node3; a window that cannot be judged (node3's stack looks too few) keeps it named, as the live
     job's status once flickered back to plain "running" (CI at 9c63fde); the scaling run's last, three nodes judged
-    with nothing holding them back (their looks read as compute), clears it; steps that stop coming clear it too."""
+    with nothing holding them back (their looks read as compute), keeps it named while such windows span less than
+    SLOW_CLEARED_AFTER (CI at 410a08f: one loaded window cleared it) and clears it then; steps that stop coming clear it
+    at once."""
     first = cluster("true", nodes=3)[0]
     watcher = supervisor.Supervisor(records.Job(first.conf))
 
-    def look(case: str, edit=None) -> dict | None:
+    def look(case: str, edit=None, later: float = 0.0) -> dict | None:
         perfs, now = windows(case)
         for node, window in perfs.items():
-            window.update(run_id=first.conf["run_id"], attempt=0)
+            window.update(run_id=first.conf["run_id"], attempt=0, at=window["at"] + later)
             if edit:
                 edit(node, window)
             Path(watcher.job.node_path("perf", node)).write_text(json.dumps(window))
-        watcher.slow(now)
+        watcher.slow(now + later)
         return watcher.watch.slow
 
     assert look("straggler")["node"] == "node3"
@@ -260,8 +262,11 @@ def test_a_straggler_named_stays_named_until_a_window_is_judged_without_it(clust
         # The scaling run's windows with every look read as compute (as recorded, its ranks sleep between steps).
         for rank in window["ranks"].values():
             rank["places"] = {"compute": sum(rank["places"].values())}
-    assert look("scale", computing) is None and watcher.watch.judged
-    assert look("straggler")["node"] == "node3"
+    assert look("scale", computing)["node"] == "node3" and watcher.watch.judged
+    assert look("scale", computing, later=supervisor.SLOW_CLEARED_AFTER - 1)["node"] == "node3"
+    assert look("scale", computing, later=supervisor.SLOW_CLEARED_AFTER) is None and watcher.watch.judged
+    # Named again, the windows without it count anew.
+    assert look("straggler")["node"] == "node3" and watcher.watch.slow_unseen_since is None
     watcher.slow(None)
     assert watcher.watch.slow is None
     assert [e["event"] for e in json.loads(Path(watcher.job.path(records.JOB_RECORD)).read_text())["events"]] == ["slow", "slow"]

@@ -37,6 +37,10 @@ BOUND_WAIT = 3 * perf.WINDOW
 # A node of the attempt whose heartbeat (its runner's NODE.alive, one a runner.HEARTBEAT) has not moved for this long
 # on this supervisor's clock is probed; one the probe does not reach, or whose runner does not answer, is lost.
 LOST_AFTER = 30.0
+# A named bottleneck is cleared once the windows judged without it span this long: on a loaded host one window's
+# full run queue can lift every node's busy share near the straggler's (CI at 410a08f: status said plain "running"
+# seconds after node3 was named), and status should not flicker between slow and not.
+SLOW_CLEARED_AFTER = 2 * perf.WINDOW
 
 
 def stall_seconds(conf: Settings, progresses: list) -> float:
@@ -258,9 +262,9 @@ class Supervisor:
     def slow(self, now: float | None) -> None:
         """What holds the job back (judge.bottleneck: a straggler, else the class that the ranks' stacks show), judged
         while steps come (now), else not judged: the view's slow, and an event when it is first named (or another is).
-        A window that could not be judged (a node's stacks not in it yet) keeps what was named: only a judged window,
-        or steps that stopped coming, clears it, so that status does not flicker between slow and not; and a restart
-        (another attempt: a scaling run's next size) starts unnamed."""
+        A window that could not be judged (a node's stacks not in it yet) keeps what was named, and so do judged windows
+        without it until they span SLOW_CLEARED_AFTER, so that status does not flicker between slow and not; steps that
+        stopped coming clear it at once, and a restart (another attempt: a scaling run's next size) starts unnamed."""
         watch = self.watch
         perfs = {n: self.job.of_this_run(self.job.node_path("perf", n)) for n in watch.nodes}
         found = judge.bottleneck(perfs, now, watch.attempt) if now else None
@@ -273,8 +277,12 @@ class Supervisor:
         if found and (last.get("kind"), last.get("node")) != (found["kind"], found["node"]):
             self.event(event=Event.SLOW, **found)
             print("slow: %s" % found["text"], flush=True)
-        if found or watch.judged or not now or last.get("attempt") != watch.attempt:
-            watch.slow = found
+        if found or not now or last.get("attempt") != watch.attempt:
+            watch.slow, watch.slow_unseen_since = found, None
+        elif watch.judged:
+            watch.slow_unseen_since = watch.slow_unseen_since or now
+            if now - watch.slow_unseen_since >= SLOW_CLEARED_AFTER:
+                watch.slow, watch.slow_unseen_since = None, None
 
     def scaling(self, now: float) -> None:
         """train_action=scale: the command on the first size's nodes, then on each larger size in turn (a restart with

@@ -37,9 +37,11 @@ class View:
     # When a failure of the current attempt was first seen, and the attempt whose failure was decided.
     failed_at: float | None = None
     decided: int | None = None
-    # The last window's judgement: what held the job back (judge.bottleneck), whether every node's window could be
-    # judged, was sampled at all, and the ranks every node's runner counted.
+    # The last window's judgement: what held the job back (judge.bottleneck) and since when judged windows have not
+    # found it (supervisor.SLOW_CLEARED_AFTER), whether every node's window could be judged, was sampled at all, and
+    # the ranks every node's runner counted.
     slow: dict[str, Any] | None = None
+    slow_unseen_since: float | None = None
     judged: bool = False
     sampled: bool = False
     ranks: int | None = None
