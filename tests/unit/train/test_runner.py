@@ -241,9 +241,10 @@ def test_a_launcher_that_lingers_after_its_rank_failed_ends_the_part_failed_at_o
     [node] = cluster(LINGERING, fail_grace=2)
     start = time.monotonic()
     assert node.run("start").returncode == 0
-    record = wait_for(node.exit_record, 30, "the part's exit record")
-    # Failed with the rank's status, within the grace a launcher has to end on its own (not torchrun's 300 s).
-    assert record["rc"] == 1 and record["stopped_by"] is None and time.monotonic() - start < 15, record
+    record = wait_for(node.exit_record, 150, "the part's exit record")
+    # Failed with the rank's status once the grace a launcher has to end on its own is over, not after its 300 s: the
+    # bound is half of them (a bound of 15 s failed on the suite's loaded machine at 8936e68: 17 s).
+    assert record["rc"] == 1 and record["stopped_by"] is None and time.monotonic() - start < 150, record
     assert node.report()["state"] == "failed: exited 1"
     assert "its launcher did not end within 2 s (train_fail_grace): the part ends, failed" in node.file("log").read_text()
 
