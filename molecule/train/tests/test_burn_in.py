@@ -43,7 +43,8 @@ def test_the_burn_in_names_a_node_below_its_peers():
     # the default's 90 % would name it too on these three containers of one busy 2-core machine.
     # One node at a time (burn_in_nodes_at_once), as real nodes burn on machines of their own: three at once share these
     # 2 cores, and with the other lane's load a healthy node's share fell to node3's fifth of a core (CI at stop 54 named
-    # the wrong node or none). The burn alone: the run's other tasks one node at a time (--forks 1) took 129 s of CI.
+    # the wrong node or none). The burn alone, not the run's other tasks (--forks 1 before: 129 s of CI, now 122 s; each
+    # node's burn is most of it: the image's start and torch's import, about 30 s on the loaded machine, and 5 s).
     subprocess.run(["podman", "update", "--cpus", "0.2", container("node3")], check=True, capture_output=True)
     try:
         run, report = burn("-e", "burn_in_nodes_at_once=1", "-e", "burn_in_outlier_fraction=0.5")
