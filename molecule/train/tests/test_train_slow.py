@@ -35,9 +35,12 @@ def test_a_node_at_a_fifth_of_a_core_is_named_the_straggler(node, assert_nothing
         run = train_light("-e", "train_job=slow", "-e", "train_action=status")
         report = json.loads((INVENTORY.parent / "reports" / "train-slow.json").read_text())
         assert report["verdict"].startswith("running, slow: straggler: node3's ranks are busy"), report["verdict"]
-        # Every node's windows over time, as the page draws them: node3 the busiest in the last.
-        last = {n: report["nodes"][n]["perf"][-1] for n in CLUSTER}
-        assert max(last, key=lambda n: last[n]["busy"]) == "node3", last
+        # Every node's windows over time, as the page draws them, node3's with the busy windows it was named on. Not
+        # "node3 the busiest in the last window": on CI's loaded machine a full run queue counts as busy, and one window
+        # lifted node1's share above node3's (0.778) after the verdict had been made on the windows before it.
+        since = {n: [p for p in report["nodes"][n]["perf"] if p["at"] > cut] for n in CLUSTER}
+        assert all(since.values()), since
+        assert any(p["busy"] >= 0.75 for p in since["node3"]), since
         record("slow", "straggler")
     finally:
         # The whole machine's two cores back (podman update leaves no other way to lift the quota here).
