@@ -304,3 +304,23 @@ def test_the_first_nodes_report_tells_the_saves_and_the_free_space(cluster):
     assert found["dir"] == str(folder) and [(s["name"], s["step"], s["bytes"]) for s in found["saves"]] == [
         ("step-000005.pt", 5, 64), ("step-000010.pt", 10, 64)]
     assert found["free"] > 0
+
+
+def test_a_detached_start_waits_for_a_slow_runner_and_fails_at_once_for_one_that_ended(cluster, monkeypatch):
+    """lifecycle.start (no systemd): a runner that writes its pid after 6 s (a loaded node's import: 5 s failed a start
+    in the suite) has started; one that ends without writing it fails the start at once, not at the bound; one that
+    wrote its pid and ended with its command has started."""
+    from trainops_job import lifecycle, runner
+    [node] = cluster("true")
+    monkeypatch.setattr(records, "RUN_DIR", str(node.run_dir))
+    job = records.Job(node.conf)
+    pid_file = job.run_path("pid")
+    for script, expected, within in (
+            ("sleep 6; echo $$ > %s; exec bash -c 'sleep 30; true' trainops run %s" % (pid_file, job.name), 0, 20),
+            ("exit 1", 1, 3),
+            ("echo $$ > %s" % pid_file, 0, 3)):
+        Path(pid_file).unlink(missing_ok=True)
+        monkeypatch.setattr(runner, "program", lambda *words, script=script: ["bash", "-c", script])
+        began = time.monotonic()
+        assert (lifecycle.start(job), time.monotonic() - began < within) == (expected, True), script
+        subprocess.run(["pkill", "-f", "sleep 30; true"], check=False)

@@ -30,11 +30,21 @@ def prepare(job: records.Job) -> None:
         job.remove(*(job.path(n) for n in os.listdir(job.dir) if n.startswith(records.CLAIM_PREFIX) and job.run_id not in n))
 
 
-def runner_pid(job: records.Job) -> int | None:
-    """The pid of this node's runner of this job, while it runs (systemd's unit and a detached one alike)."""
+def written_pid(job: records.Job) -> int | None:
+    """The pid this node's last runner of this job wrote, running or not."""
     try:
         with open(job.run_path("pid")) as handle:
-            pid = int(handle.read().strip())
+            return int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def runner_pid(job: records.Job) -> int | None:
+    """The pid of this node's runner of this job, while it runs (systemd's unit and a detached one alike)."""
+    pid = written_pid(job)
+    if pid is None:
+        return None
+    try:
         with open("/proc/%d/cmdline" % pid, "rb") as handle:
             words = handle.read().split(b"\0")
     except (OSError, ValueError):
@@ -43,15 +53,19 @@ def runner_pid(job: records.Job) -> int | None:
     return pid if b"trainops" in b" ".join(words) and job.name.encode() in words and b"run" in words else None
 
 
-def start(job: records.Job, wait: float = 5.0) -> int:
-    """The runner, detached from the caller's session (a node without systemd); returns once it has written its pid."""
+def start(job: records.Job, wait: float = 30.0) -> int:
+    """The runner, detached from the caller's session (a node without systemd); returns once it has written its pid,
+    failed at once where the runner ended before that. A loaded node's Python takes seconds to import the runner: 5 s
+    failed a start on the suite's loaded machine, so the bound is for a runner that neither writes its pid nor ends."""
     os.makedirs(records.RUN_DIR, exist_ok=True)
     with open(job.run_path("out"), "ab") as out:
-        subprocess.Popen(runner.program("run", job.name), stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/",
-                         env=dict(os.environ, PYTHONPATH=runner.PACKAGE_DIR), start_new_session=True)
+        child = subprocess.Popen(runner.program("run", job.name), stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/",
+                                 env=dict(os.environ, PYTHONPATH=runner.PACKAGE_DIR), start_new_session=True)
     deadline = time.monotonic() + wait
     while runner_pid(job) is None:
-        if time.monotonic() > deadline:
+        if child.poll() is not None and written_pid(job) == child.pid:
+            return 0  # it started, and its command has ended already
+        if child.poll() is not None or time.monotonic() > deadline:
             print("trainops-job: job %s did not start; see %s" % (job.name, job.run_path("out")), file=sys.stderr)
             return 1
         time.sleep(0.1)
