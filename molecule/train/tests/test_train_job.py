@@ -33,7 +33,10 @@ RANK = "^/usr/bin/python3[.0-9]* -u /opt/trainops/bin/[t]rain_ddp.py"
 # and a file of the controller's (copied to the job's folder on shared storage first).
 DATASET = SHARED / "datasets" / JOB
 VOCAB = INVENTORY.parent / ".state" / "vocab.json"
-STAGED = dict(OPTIONS, train_stage=["/mnt/shared/datasets/%s" % JOB, str(VOCAB)])
+# Its ranks read a shard of the node's own copy every step (train_ddp.py --data): the stage's folder is in the job's
+# container, at the path TRAINOPS_STAGE_DIR names.
+STAGED = dict(OPTIONS, train_command=COMMAND + ' --data "$TRAINOPS_STAGE_DIR/%s/shards/0.jsonl" --read-kb 64' % JOB,
+              train_stage=["/mnt/shared/datasets/%s" % JOB, str(VOCAB)])
 STAGE_DIR = "/var/tmp/trainops-stage/%s" % JOB
 START = ["-e", "train_job=%s" % JOB, "-e", json.dumps(STAGED)]
 
@@ -101,7 +104,8 @@ def test_bad_input_is_refused_before_anything_changes(node, args, message):
 
 
 def test_start_runs_the_job_on_every_node_with_logs_on_shared_storage(node):
-    """As the docs say, its dataset staged: every node's copy made and checked against the first node's manifest."""
+    """As the docs say, its dataset staged: every node's copy made and checked against the first node's manifest, and read
+    by its ranks in the image."""
     (DATASET / "shards").mkdir(parents=True, exist_ok=True)
     for index in range(3):
         (DATASET / "shards" / ("%d.jsonl" % index)).write_bytes(os.urandom(1 << 20))
@@ -124,7 +128,7 @@ def test_start_runs_the_job_on_every_node_with_logs_on_shared_storage(node):
     assert report["nodes"]["node1"]["step"] >= 12
     assert all((JOB_DIR / ("%s.log" % name)).exists() for name in CLUSTER)
     record = json.loads((JOB_DIR / "job.json").read_text())
-    assert record["nodes"] == CLUSTER and record["command"] == COMMAND and record["image"]
+    assert record["nodes"] == CLUSTER and record["command"] == STAGED["train_command"] and record["image"]
     # Its ranks sleep 0.5 s a step in the script's own code (no DataLoader, no collective): the supervisor names the wait
     # with its frame, the live path of wait-bound (its words: tests/unit/train/test_perf_own_wait.py).
 

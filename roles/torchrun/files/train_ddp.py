@@ -12,10 +12,12 @@ from a generator seeded by (seed, step, rank), so a resumed run sees exactly the
 have seen, and ranks that stopped synchronising would end with different parameters.
 
 Each rank's batches come through torch's DataLoader, as a real job's do (--load-seconds makes it wait for each, as a
-slow dataset would). Rank 0 saves model, optimizer and step every --save-every steps as step-NNNNNN.pt (--checkpoint-mb
-pads it to a real model's size; --keep leaves only the newest files), written to a temporary name
-and renamed, so a file with its final name is always complete; --resume loads the newest one. After each save
-one rank per node reads the file back (proving that every node sees the shared storage) and reports its hash.
+slow dataset would; --data makes it read --read-kb KiB of a dataset file for each, every rank its own part, past the
+page cache (O_DIRECT) as a dataset larger than the node's memory is read; the batch stays the generator's).
+Rank 0 saves model, optimizer and step every --save-every steps as step-NNNNNN.pt (--checkpoint-mb pads it to a real
+model's size; --keep leaves only the newest files), written to a temporary name and renamed, so a file with its final
+name is always complete; --resume loads the newest one. After each save one rank per node reads the file back (proving
+that every node sees the shared storage) and reports its hash.
 
 Prints JSON lines prefixed "TRAINOPS " on stdout (parse_output() in plugins/module_utils/torchrun.py):
   {"event": "start", "rank": 1, "host": "node2", "resume": false}                      (every rank, at its start)
@@ -33,6 +35,7 @@ import datetime
 import glob
 import hashlib
 import json
+import mmap
 import os
 import socket
 import sys
@@ -68,6 +71,8 @@ def arguments():
     parser.add_argument("--step-seconds", type=float, default=0.0, help="sleep after each step (tests stop a run midway)")
     parser.add_argument("--timeout", type=int, default=60, help="seconds a collective may wait for the others")
     parser.add_argument("--load-seconds", type=float, default=0.0, help="the data loader's wait for each batch")
+    parser.add_argument("--data", default=None, help="a dataset file each batch is also read from (--read-kb a rank a step)")
+    parser.add_argument("--read-kb", type=int, default=256, help="KiB of --data each rank reads for each batch")
     parser.add_argument("--checkpoint-mb", type=int, default=0, help="pad each checkpoint with this many MiB")
     parser.add_argument("--keep", type=int, default=0, help="keep only the newest this many checkpoints (0: all)")
     parser.add_argument("--hidden", type=int, default=32,
@@ -87,15 +92,34 @@ def batch(seed, step, rank, size, device):
 class Batches(Dataset):
     """A rank's batch of each step, by step: the DataLoader reads them in the order of the steps still to come."""
 
-    def __init__(self, args, rank):
-        self.args, self.rank = args, rank
+    def __init__(self, args, rank, world):
+        self.args, self.rank, self.world = args, rank, world
 
     def __len__(self):
         return self.args.steps + 1
 
     def __getitem__(self, step):
         time.sleep(self.args.load_seconds)
+        if self.args.data:
+            read_past_cache(self.args.data, (step * self.world + self.rank) * self.args.read_kb * 1024, self.args.read_kb * 1024)
         return batch(self.args.seed, step, self.rank, self.args.batch, torch.device("cpu"))
+
+
+def read_past_cache(path, offset, size):
+    """Read size bytes of path from offset (wrapping at its end) from the storage itself, as a dataset larger than the
+    node's memory is read every epoch: O_DIRECT where the file system takes it (into a page-aligned buffer, at 4 KiB
+    boundaries), else a plain read with the range's cached pages dropped first (POSIX_FADV_DONTNEED)."""
+    size = max(size // 4096, 1) * 4096
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        handle = os.open(path, os.O_RDONLY)
+    try:
+        offset = offset % max(os.fstat(handle).st_size - size, 1) // 4096 * 4096
+        os.posix_fadvise(handle, offset, size, os.POSIX_FADV_DONTNEED)
+        os.preadv(handle, [mmap.mmap(-1, size)], offset)
+    finally:
+        os.close(handle)
 
 
 def sha256_file(path):
@@ -170,7 +194,7 @@ def main():
             emit("resumed", step=step, path=path, eval_loss=evaluate(module, args, device), stored_eval_loss=state["eval_loss"])
 
     last = min(args.steps, args.stop_at or args.steps)
-    loader = iter(DataLoader(Batches(args, rank), batch_size=None, sampler=range(step + 1, last + 1)))
+    loader = iter(DataLoader(Batches(args, rank, world), batch_size=None, sampler=range(step + 1, last + 1)))
     while step < last:
         step += 1
         inputs, targets = (tensor.to(device) for tensor in next(loader))

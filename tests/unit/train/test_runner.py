@@ -306,6 +306,23 @@ def test_the_first_nodes_report_tells_the_saves_and_the_free_space(cluster):
     assert found["free"] > 0
 
 
+def test_a_job_in_the_image_gets_its_stage_folder_read_only_at_its_own_path(cluster, tmp_path):
+    """trainops-run mounts shared storage alone: the stage's folder on the node's disk goes into the attempt's container
+    at the path TRAINOPS_STAGE_DIR names (read-only: the copies checked against the manifest), before train_run_opts."""
+    stage = {"paths": ["/mnt/shared/data"], "dir": str(tmp_path / "stage"), "keep": False, "offline": False, "overrides": {}}
+    [node] = cluster("python3 train.py", in_image=True, stage=stage, run_opts=["--volume", "/opt/code:/opt/code:ro"])
+    from trainops_job import runner
+    job = records.Job(node.conf)
+    options = runner.engine_options(job, 2, job.nodes)
+    assert options[:2] == ["--name", "%s-node1-2" % job.run_id]
+    assert options[-4:] == ["--volume", "%s:%s:ro" % (stage["dir"], stage["dir"]), "--volume", "/opt/code:/opt/code:ro"]
+    assert ["--env", "TRAINOPS_STAGE_DIR"] == options[options.index("TRAINOPS_STAGE_DIR") - 1:options.index("TRAINOPS_STAGE_DIR") + 1]
+    # Without a stage: no folder to mount, and the first attempt's container has the run's name.
+    [plain] = cluster("python3 train.py", in_image=True)
+    options = runner.engine_options(records.Job(plain.conf), 0, [plain.name])
+    assert "--volume" not in options and options[1] == "%s-node1" % plain.conf["run_id"] and "TRAINOPS_STAGE_DIR" not in options
+
+
 def test_a_detached_start_waits_for_a_slow_runner_and_fails_at_once_for_one_that_ended(cluster, monkeypatch):
     """lifecycle.start (no systemd): a runner that writes its pid after 6 s (a loaded node's import: 5 s failed a start
     in the suite) has started; one that ends without writing it fails the start at once, not at the bound; one that

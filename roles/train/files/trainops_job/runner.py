@@ -138,6 +138,19 @@ def command(job: records.Job, nodes: list) -> str:
     return text
 
 
+def engine_options(job: records.Job, attempt: int, nodes: list) -> list[str]:
+    """trainops-run's options for an attempt's container (a job in the image): a name of its own (a restart's too: the
+    last one may still be being removed), the job's variables passed in (--env NAME: the value from the engine's
+    environment), the stage's folder at its own path, read-only (trainops-run mounts shared storage alone: without it
+    TRAINOPS_STAGE_DIR and LLaMA-Factory's paths into the stage would name nothing in the container; read-only, the
+    copies stay the ones checked against the manifest), then train_run_opts."""
+    name = "%s-%s%s" % (job.run_id, job.node, "-%d" % attempt if attempt else "")
+    passed = [word for key in sorted(job_env(job, attempt, nodes)) for word in ("--env", key)]
+    plan = job.conf.stage or {}
+    stage = ["--volume", "%s:%s:ro" % (plan["dir"], plan["dir"])] if plan.get("paths") else []
+    return ["--name", name] + passed + stage + list(job.conf.run_opts)
+
+
 def gpu_free(run_id: str, seconds: float = 60.0, sleep: Callable[[float], object] = time.sleep) -> bool:
     """Before a restart: until no GPU of this node holds memory for a process of the run, or for one that has ended
     (its memory not freed yet); False after seconds. Nodes without nvidia-smi hold none."""
@@ -224,11 +237,8 @@ class Runner:
         argv = list(conf.launcher) + ["sh", "-c", command(self.job, nodes)]
         ids: dict[str, Any] = {}
         if conf.in_image:
-            # The engine runs as root, the ranks as the training user (trainops-run --user). A restart's container has a
-            # name of its own: the last one may still be being removed.
-            name = "%s-%s%s" % (self.job.run_id, self.job.node, "-%d" % attempt if attempt else "")
-            passed = [word for key in sorted(job_env(self.job, attempt, nodes)) for word in ("--env", key)]
-            env["TRAINOPS_RUN_OPTS"] = " ".join(["--name", name] + passed + list(conf.run_opts))
+            # The engine runs as root, the ranks as the training user (trainops-run --user).
+            env["TRAINOPS_RUN_OPTS"] = " ".join(engine_options(self.job, attempt, nodes))
         else:
             ids = self._as_user()
             env.update(self.job.user_env())
