@@ -92,6 +92,10 @@ BUSY = "busy shares"
 GPU_CLOCKS = "GPU clocks"
 NCCL_TIMES = "NCCL's times"
 NETWORK = "every node, the network"
+# Bytes waiting in a node's training sockets (perf's queued_kb, KiB on average over a window) from which the network is
+# said to hold a communication-bound job's sends: the node program's judge names a slow link above it; under it on every
+# node, status says that ranks which send little wait on each other, not on the network (job_bandwidth).
+QUEUED_KB = 256
 
 
 class Rule(NamedTuple):

@@ -8,7 +8,7 @@ that per-rank figure: algbw x 2(n-1)/n), so a node's bytes out on the training i
 
 from __future__ import annotations
 
-from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import COMMUNICATION
+from ansible_collections.trainops.cluster.plugins.module_utils._perf_classes import COMMUNICATION, QUEUED_KB
 
 # Below this share of the ladder's busbw the job's network is called slower than verified.
 SLOWER = 0.5
@@ -41,8 +41,16 @@ def against_ladder(slow: dict | None, rung: dict | None) -> str:
     shares = slow.get("shares") or {}
     sent = max(net["tx_mbps"] / (shares.get(node) or 1.0) for node, net in nets.items())
     share = sent / (rung["busbw_gbps"] * 1000.0)
+    queued = slow.get("queued") or {}
+    if share < SLOWER and queued and max(queued.values()) < QUEUED_KB:
+        # Little sent and nothing waiting to be sent on any node: the network is not what they wait for.
+        meaning = ("nothing waits to be sent on any node (at most %.0f KiB): the ranks wait on each other in small "
+                   "collectives, not on the network (each all-reduce's latency, or ranks reaching it at different times): "
+                   "fewer, larger all-reduces (gradient accumulation, DDP's bucket_cap_mb) wait less" % max(queued.values()))
+    else:
+        meaning = _meaning(share)
     return "; against the ladder (%s: %.3g GB/s busbw on these nodes) the job sends at most %.1f MB/s a node in collectives, %d %%: %s" % (
-        rung["label"], rung["busbw_gbps"], sent, round(100 * share), _meaning(share))
+        rung["label"], rung["busbw_gbps"], sent, round(100 * share), meaning)
 
 
 def _meaning(share: float) -> str:

@@ -19,10 +19,9 @@ BUSY = 0.75
 GAP = 0.3
 # A window of fewer stack looks than MIN_LOOKS is not judged (a class is named at its row's bound).
 MIN_LOOKS = 4
-# A communication-bound job's slow link: the node whose ranks' sends wait in their sockets, at least QUEUED_KB on
-# average and QUEUED_RATIO times the other nodes' (their median). In a ring all-reduce every node sends as much; the
+# A communication-bound job's slow link: the node whose ranks' sends wait in their sockets, at least classes.QUEUED_KB
+# on average and QUEUED_RATIO times the other nodes' (their median). In a ring all-reduce every node sends as much; the
 # node whose link out is slow holds its bytes (molecule train: 3-4 MiB behind a 40 Mbit/s tbf, the others' near 0).
-QUEUED_KB = 256
 QUEUED_RATIO = 4
 # A GPU straggler: a busy GPU (utilization at least GPU_BUSY %, idle in under half the looks) whose SM clock, as a share
 # of its maximum, is GPU_CLOCK_GAP below the median of the job's other busy GPUs, or whose clocks the hardware holds back
@@ -191,7 +190,7 @@ def _slow_link(queued: dict) -> dict | None:
         return None
     node = max(queued, key=lambda n: queued[n])
     others = statistics.median(v for n, v in queued.items() if n != node)
-    if queued[node] < QUEUED_KB or queued[node] < QUEUED_RATIO * others:
+    if queued[node] < classes.QUEUED_KB or queued[node] < QUEUED_RATIO * others:
         return None
     text = ("; %s's ranks' sends queue up (%d KiB waiting on average, the other nodes' %d KiB): its link out is slower than "
             "its peers' (or its next peer's link in); check its training interface (its speed: ethtool; a rate limit: tc "
@@ -359,7 +358,8 @@ def _network(kind: classes.PerfClass, look: _Look) -> dict | None:
     is slow where one holds its sends (_slow_link), what the training interface carries and the busbw NCCL's
     collectives reached."""
     perfs, current = look.perfs, look.current
-    link = _slow_link({n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}) or {}
+    queued = {n: perfs[n]["queued_kb"] for n in current if perfs[n].get("queued_kb") is not None}
+    link = _slow_link(queued) or {}
     # Without the stacks' class, NCCL's own times (every node's ranks in collectives, as the stacks would say it).
     timed = {node: {kind.place: share} for node, share in _nccl_shares(perfs, list(current)).items()}
     bound = (_bound(kind, look.places, len(perfs), link.get("text", ""))
@@ -369,7 +369,11 @@ def _network(kind: classes.PerfClass, look: _Look) -> dict | None:
         # elsewhere: the stall's diagnosis names it), not for the network, which every rank would wait for.
         return None
     if link:
-        bound.update(node=link["node"], queued=link["queued"])
+        bound.update(node=link["node"])
+    if queued:
+        # Every node's, slow link or not: bytes that wait to be sent are what tells a network that holds the job back
+        # from ranks that wait on each other (status: job_bandwidth.against_ladder).
+        bound["queued"] = queued
     for key, what in (("net", "the training interface carries"), ("rdma", "the RDMA ports carry")):
         nets = {n: perfs[n][key] for n in current if perfs[n].get(key)}
         if nets:

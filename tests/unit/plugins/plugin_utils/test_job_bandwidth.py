@@ -35,6 +35,18 @@ def test_a_job_near_the_ladders_busbw_has_reached_the_networks_limit():
         "per step: gradient accumulation; or a faster network)")
 
 
+def test_a_job_that_sends_little_with_nothing_queued_is_said_to_wait_on_its_ranks_not_the_network():
+    # The slowed link's figures with no node holding bytes back (its queue 0.1-200 KiB, under QUEUED_KB): the job sends
+    # 4.9 MB/s because it has little to send, not because the network holds it (the field report's staged job).
+    idle = dict(SLOW, node=None, queued={"node1": 0.1, "node2": 200.0, "node3": 0.0})
+    said = job_bandwidth.against_ladder(idle, job_bandwidth.ladder_rung(LADDER, NODES))
+    assert said.endswith("4.9 MB/s a node in collectives, 4 %: nothing waits to be sent on any node (at most 200 KiB): the ranks wait "
+                         "on each other in small collectives, not on the network (each all-reduce's latency, or ranks reaching it at "
+                         "different times): fewer, larger all-reduces (gradient accumulation, DDP's bucket_cap_mb) wait less"), said
+    # Where the queues are not known (an older node program's windows), the ladder's comparison alone.
+    assert "the network is slower now" in job_bandwidth.against_ladder(dict(SLOW, queued={}), job_bandwidth.ladder_rung(LADDER, NODES))
+
+
 def test_the_bytes_count_while_the_ranks_are_in_collectives():
     # 48 MB/s over a window that node spent 60 % in collectives: 80 MB/s while it sent.
     part = dict(SLOW, net={n: dict(net, tx_mbps=48.0) for n, net in SLOW["net"].items()}, shares={"node1": 0.6, "node2": 0.9, "node3": 1.0})
