@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from test_train_job import COMMAND, LIGHT, OPTIONS, SHARED, events, train, wait_for
+from test_train_job import COMMAND, LIGHT, OPTIONS, RANK, SHARED, events, train, wait_for
 from testbed_fixtures import INVENTORY, timed
 
 DATASET = SHARED / "datasets" / "fieldreport"
@@ -29,12 +29,13 @@ DISK = open("/sys/block/vda/dev").read().strip()  # major:minor of the disk unde
 
 
 def throttle_ranks(job, count=3):
-    """The blkio throttle on every rank's cgroup (the ranks of this job's containers, seen from the host); returns the
-    cgroups throttled once count ranks run."""
+    """The blkio throttle on every rank's cgroup (the ranks of this job's containers, seen from the host: the rank
+    processes themselves, not torchrun or the engine's command, whose command lines hold the script too and which run
+    before the ranks' container exists); returns the cgroups throttled once count ranks run."""
     found = {}
 
     def ranks():
-        for pid in subprocess.run(["pgrep", "-f", "train_ddp.py .*--data"], capture_output=True, text=True, check=False).stdout.split():
+        for pid in subprocess.run(["pgrep", "-f", RANK], capture_output=True, text=True, check=False).stdout.split():
             try:
                 environ = Path("/proc/%s/environ" % pid).read_bytes().split(b"\0")
                 cgroup = [line.split(":", 2)[2] for line in Path("/proc/%s/cgroup" % pid).read_text().splitlines() if ":blkio:" in line]
@@ -74,7 +75,7 @@ def test_ranks_reading_slow_shared_storage_are_input_bound_and_the_stage_lifts_i
         assert run.returncode == 0, run.stdout[-3000:]
         throttled, started = throttle_ranks(job), time.time()
         try:
-            print("%s: reads of %s throttled to %d B/s in %d cgroups of its processes" % (job, DISK, RATE, len(throttled)))
+            print("%s: reads of %s throttled to %d B/s in its ranks' %d cgroups" % (job, DISK, RATE, len(throttled)))
 
             def input_bound():
                 return [e for e in events(job) if e["event"] == "slow" and e.get("kind") == "input-bound"]
