@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.trainops.cluster.plugins.module_utils import torchrun
-from test_train_job import COMMAND, LIGHT, OPTIONS, RANK, SHARED, events, running, train, train_light, wait_for
+from test_train_job import COMMAND, LIGHT, OPTIONS, RANK, SHARED, events, train, train_light, wait_for
 from testbed_fixtures import CLUSTER, INVENTORY, container, playbook, power_on, timed
 
 # Steps enough to outlast every case; a checkpoint every 5 steps. train_on_failure: restart, every other setting of
@@ -77,23 +77,29 @@ def stop(job):
 
 def test_a_killed_rank_restarts_the_job_from_its_newest_checkpoint(node, assert_nothing_left):
     start("crash")
-    wait_for(lambda: len(points("crash")) >= 12, 90, "twelve steps")
-    pid = node("node2").check_output("pgrep -f '%s'" % RANK).split()[0]
-    node("node2").check_output("kill -9 %s", pid)
-    killed = time.time()
-    restart = back_on_steps("crash", killed, "a killed rank")
-    # Every node's torchrun failed (the others' ranks lost their peer): node2's rank, killed, is named first.
-    [failure] = [e for e in events("crash") if e["event"] == "failure"]
-    assert failure["first"] == "node2" and restart["why"] == "node2 failed first (train_on_failure: restart)", failure
-    assert restart["nodes"] == CLUSTER and restart["world"] == 3, restart
-    # From the newest complete checkpoint, on from the step after it.
-    step, after = resumed_after_restart("crash")
-    assert step == restart["checkpoint"] and step % 5 == 0 and after[0] == step + 1, (restart, step, after[:3])
-    run, report = status("crash")
-    assert run.returncode == 0 and running(report["verdict"]), report["verdict"]
-    assert report["starts_text"] == "restarted 1 time: on 3 nodes, then 3 (node2 failed first (train_on_failure: restart))"
-    assert "restarted 1 time" in run.stdout
-    stop("crash")
+    try:
+        wait_for(lambda: len(points("crash")) >= 12, 90, "twelve steps")
+        pid = node("node2").check_output("pgrep -f '%s'" % RANK).split()[0]
+        node("node2").check_output("kill -9 %s", pid)
+        killed = time.time()
+        restart = back_on_steps("crash", killed, "a killed rank")
+        # Every node's torchrun failed (the others' ranks lost their peer): node2's rank, killed, is named first.
+        [failure] = [e for e in events("crash") if e["event"] == "failure"]
+        assert failure["first"] == "node2" and restart["why"] == "node2 failed first (train_on_failure: restart)", failure
+        assert restart["nodes"] == CLUSTER and restart["world"] == 3, restart
+        # From the newest complete checkpoint, on from the step after it.
+        step, after = resumed_after_restart("crash")
+        assert step == restart["checkpoint"] and step % 5 == 0 and after[0] == step + 1, (restart, step, after[:3])
+        run, report = status("crash")
+        # Running again, whatever the windows around the restart named: on CI's loaded machine node2's rank, the last
+        # back, was once named the straggler of the first windows after it (the class's own live test is
+        # test_train_slow's; a restart's job is this test's).
+        assert run.returncode == 0 and report["verdict"].partition(", slow: ")[0] == "running", report["verdict"]
+        assert report["starts_text"] == "restarted 1 time: on 3 nodes, then 3 (node2 failed first (train_on_failure: restart))"
+        assert "restarted 1 time" in run.stdout
+    finally:
+        # Stopped whatever failed above: a job left running holds the master port, and every later test's job fails.
+        stop("crash")
     assert_nothing_left()
 
 
