@@ -25,7 +25,14 @@ SIZE_MB, READ_KB, RATE = 16, 512, 1 << 20  # each rank reads 512 KiB a step at 1
 BASE = COMMAND.replace("--steps 200", "--steps 100000").replace("--save-every 5 --step-seconds 0.5", "--save-every 100000 --step-seconds 0")
 ON_SHARED = BASE + " --data /mnt/shared/datasets/fieldreport/data.bin --read-kb %d" % READ_KB
 STAGED = BASE + ' --data "$TRAINOPS_STAGE_DIR/fieldreport/data.bin" --read-kb %d' % READ_KB
-DISK = open("/sys/block/vda/dev").read().strip()  # major:minor of the disk under the nodes' shared bind mount
+
+
+def disk_of(path):
+    """major:minor of the whole disk that holds path (the nodes' shared bind mount: this VM's vda): blkio throttles a
+    disk, not a partition of it."""
+    dev = os.stat(path).st_dev
+    block = Path("/sys/dev/block/%d:%d" % (os.major(dev), os.minor(dev))).resolve()
+    return ((block.parent if (block / "partition").exists() else block) / "dev").read_text().strip()
 
 
 def throttle_ranks(job, count=3):
@@ -46,7 +53,7 @@ def throttle_ranks(job, count=3):
         return len(found) >= count
     wait_for(ranks, 120, "%d ranks of %s" % (count, job))
     for cgroup in set(found.values()):
-        Path("/sys/fs/cgroup/blkio%s/blkio.throttle.read_bps_device" % cgroup).write_text("%s %d\n" % (DISK, RATE))
+        Path("/sys/fs/cgroup/blkio%s/blkio.throttle.read_bps_device" % cgroup).write_text("%s %d\n" % (disk_of(DATASET), RATE))
     return sorted(set(found.values()))
 
 
@@ -75,7 +82,7 @@ def test_ranks_reading_slow_shared_storage_are_input_bound_and_the_stage_lifts_i
         assert run.returncode == 0, run.stdout[-3000:]
         throttled, started = throttle_ranks(job), time.time()
         try:
-            print("%s: reads of %s throttled to %d B/s in its ranks' %d cgroups" % (job, DISK, RATE, len(throttled)))
+            print("%s: reads of %s throttled to %d B/s in its ranks' %d cgroups" % (job, disk_of(DATASET), RATE, len(throttled)))
 
             def input_bound():
                 return [e for e in events(job) if e["event"] == "slow" and e.get("kind") == "input-bound"]
