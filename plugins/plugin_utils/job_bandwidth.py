@@ -41,12 +41,12 @@ def against_ladder(slow: dict | None, rung: dict | None) -> str:
     shares = slow.get("shares") or {}
     sent = max(net["tx_mbps"] / (shares.get(node) or 1.0) for node, net in nets.items())
     share = sent / (rung["busbw_gbps"] * 1000.0)
-    queued = slow.get("queued") or {}
-    if share < SLOWER and queued and max(queued.values()) < QUEUED_KB:
+    most = max((slow.get("queued") or {}).values(), default=None)
+    if share < SLOWER and most is not None and most < QUEUED_KB:
         # Little sent and nothing waiting to be sent on any node: the network is not what they wait for.
         meaning = ("nothing waits to be sent on any node (at most %.0f KiB): the ranks wait on each other in small "
                    "collectives, not on the network (each all-reduce's latency, or ranks reaching it at different times): "
-                   "fewer, larger all-reduces (gradient accumulation, DDP's bucket_cap_mb) wait less" % max(queued.values()))
+                   "fewer, larger all-reduces (gradient accumulation, DDP's bucket_cap_mb) wait less" % most)
     else:
         meaning = _meaning(share)
     return "; against the ladder (%s: %.3g GB/s busbw on these nodes) the job sends at most %.1f MB/s a node in collectives, %d %%: %s" % (

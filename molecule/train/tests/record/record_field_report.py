@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from test_train_job import COMMAND, LIGHT, OPTIONS, RANK, SHARED, events, train, wait_for
-from testbed_fixtures import INVENTORY, timed
+from test_train_recovery import status
+from testbed_fixtures import timed
 
 DATASET = SHARED / "datasets" / "fieldreport"
 SIZE_MB, READ_KB, RATE = 16, 512, 1 << 20  # each rank reads 512 KiB a step at 1 MiB/s: about 0.5 s a step
@@ -67,11 +68,6 @@ def steps_per_second(job, seconds=30):
     return (step() - first) / (time.monotonic() - began)
 
 
-def verdict(job):
-    train("-e", "train_job=%s" % job, "-e", "train_action=status", "-e", "cluster_report_page=false")
-    return json.loads((INVENTORY.parent / "reports" / ("train-%s.json" % job)).read_text())["verdict"]
-
-
 def test_ranks_reading_slow_shared_storage_are_input_bound_and_the_stage_lifts_it(assert_nothing_left, record):
     DATASET.mkdir(parents=True, exist_ok=True)
     (DATASET / "data.bin").write_bytes(os.urandom(SIZE_MB << 20))
@@ -91,12 +87,12 @@ def test_ranks_reading_slow_shared_storage_are_input_bound_and_the_stage_lifts_i
                 found = input_bound()[0]
                 timed("input-bound named (ranks reading slow shared storage)", found["at"] - started)
                 print("named %.1f s after the throttle: %s" % (found["at"] - started, found["text"]))
-                said = verdict(job)
+                said = status(job)[1]["verdict"]
                 assert said.startswith("running, slow: input-bound: every node's ranks wait for their data"), said
                 record(job, "field-report")
             else:
                 time.sleep(60)  # three windows of the sampler, judged by the supervisor
-                said = verdict(job)
+                said = status(job)[1]["verdict"]
                 assert not input_bound() and "input-bound" not in said, (said, input_bound())
                 # On these 2-core nodes its ranks then wait on each other in the all-reduce of a tiny model: recorded, the
                 # words of a communication-bound job that sends little with nothing queued (test_recorded_jobs.py).

@@ -63,9 +63,10 @@ def start(job: records.Job, wait: float = 30.0) -> int:
                                  env=dict(os.environ, PYTHONPATH=runner.PACKAGE_DIR), start_new_session=True)
     deadline = time.monotonic() + wait
     while runner_pid(job) is None:
-        if child.poll() is not None and written_pid(job) == child.pid:
+        ended = child.poll() is not None
+        if ended and written_pid(job) == child.pid:
             return 0  # it started, and its command has ended already
-        if child.poll() is not None or time.monotonic() > deadline:
+        if ended or time.monotonic() > deadline:
             print("trainops-job: job %s did not start; see %s" % (job.name, job.run_path("out")), file=sys.stderr)
             return 1
         time.sleep(0.1)
